@@ -1,0 +1,34 @@
+# Every target sets up .venv/ first (grader/bootstrap.py), so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SUBMISSION ?= starter
+SUBMISSIONS ?= submissions
+OUT ?= graded
+
+.PHONY: grade test test-gpu bench batch release clean
+
+$(VENV)/.ready: grader/bootstrap.py
+	$(PYTHON) grader/bootstrap.py
+	@touch $@
+
+grade: $(VENV)/.ready
+	$(PY) -m grader grade --submission $(SUBMISSION)
+
+test: $(VENV)/.ready
+	$(PY) -m pytest
+
+test-gpu: $(VENV)/.ready
+	$(PY) -m pytest -m gpu
+
+bench: $(VENV)/.ready
+	$(PY) -m grader grade --submission $(SUBMISSION) --device cuda
+
+batch: $(VENV)/.ready
+	$(PY) -m grader batch $(SUBMISSIONS) --out $(OUT)
+
+release:
+	@echo "make release: the student bundle is not built by this version yet" >&2; exit 1
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

@@ -1,0 +1,63 @@
+"""Sets up `.venv/` for the grader on a fresh machine; `make` runs it before anything else.
+
+Standard library only, since nothing else is installed yet. Two cases:
+- the interpreter running this already has torch and Triton (a GPU image): the new venv reuses
+  its packages through a .pth file (this works even when that interpreter is itself a venv,
+  where `--system-site-packages` would not) and installs nothing heavy, nothing at all offline;
+- otherwise (a laptop or CI without a GPU): torch's CPU build and Triton from PyPI, pinned, so
+  that pip never pulls a multi-gigabyte CUDA build of torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+CPU_STACK = ["torch==2.13.0", "triton==3.9.0"]
+LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest", "numpy": "numpy"}  # module -> package
+
+
+def venv_python() -> Path:
+    return VENV / "bin" / "python"
+
+
+def run(*command: str) -> str:
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def missing_modules(python: Path, modules: list[str]) -> list[str]:
+    probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
+    return run(str(python), "-c", probe, *modules).split()
+
+
+def main() -> int:
+    reuse = all(importlib.util.find_spec(m) for m in ("torch", "triton"))
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    python = venv_python()
+    purelib = Path(run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
+    # The venv sees the grader package alone (not solutions/ or starter/), wherever it is started.
+    link_dir = VENV / "grader-path"
+    link_dir.mkdir(exist_ok=True)
+    link = link_dir / "grader"
+    if not link.is_symlink():
+        link.symlink_to(ROOT / "grader", target_is_directory=True)
+    lines = [str(link_dir)] + (site.getsitepackages() if reuse else [])
+    (purelib / "kernel-grader.pth").write_text("\n".join(lines) + "\n")
+    wanted = [] if reuse else list(CPU_STACK)
+    wanted += [LIGHT[m] for m in missing_modules(python, list(LIGHT))]
+    if wanted:
+        print(f"installing into .venv: {' '.join(wanted)}", flush=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *wanted], check=True)
+    origin = "the system's torch and Triton" if reuse else "torch (CPU build) and Triton from PyPI"
+    versions = run(str(python), "-c", "import torch, triton; print(torch.__version__, triton.__version__)")
+    print(f".venv ready with {origin}: torch {versions.split()[0]}, triton {versions.split()[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

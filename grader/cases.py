@@ -1,0 +1,60 @@
+"""Test inputs and references, from an assignment's reference.py and a seed.
+
+The child process (which runs student code) and the parent (which judges) both call
+`make_inputs` with the same seed on the same device and get the same tensors, so no input ever
+needs to travel between them; the reference is computed by the parent alone, in float64.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from grader.spec import Assignment, Case, Part
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+@cache
+def reference_module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_reference_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def function(assignment: Assignment, name: str):
+    module = reference_module(assignment.reference_path)
+    found = getattr(module, name, None)
+    if not callable(found):
+        raise AttributeError(f"{assignment.reference_path}: assignment.toml names '{name}', which it does not define")
+    return found
+
+
+def seed_for(assignment: Assignment, part: Part, kind: str, index: int, salt: str = "") -> int:
+    """A seed per (assignment, part, case): stable for a given salt, unguessable without it."""
+    text = f"{salt}|{assignment.name}|{assignment.seed}|{part.name}|{kind}|{index}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
+
+
+def make_inputs(assignment: Assignment, part: Part, case: Case, seed: int, device: str) -> dict[str, torch.Tensor]:
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    make = function(assignment, part.inputs)
+    return make(tuple(case.shape), DTYPES[case.dtype], case.layout, generator, device)
+
+
+def reference_output(assignment: Assignment, part: Part, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The reference in float64, computed from the very inputs the student received."""
+    upcast = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in inputs.items()}
+    with torch.no_grad():
+        return function(assignment, part.reference)(**upcast)
+
+
+def traffic(assignment: Assignment, part: Part, inputs: dict[str, torch.Tensor]) -> dict:
+    return function(assignment, part.traffic)(**inputs)

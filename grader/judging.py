@@ -1,0 +1,126 @@
+"""The parent's verdict on what a child reported for one task.
+
+Nothing here trusts the child's opinion: the child reports raw observations (the output file,
+the ops it dispatched, the kernels it launched, raw timings) and the parent recomputes inputs
+from the seed, computes the float64 reference and decides.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from grader import cases, numerics
+from grader.numerics import Verdict
+from grader.spec import Assignment, Case, Part
+
+FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering
+HIDDEN_MS = 0.25  # host-visible time the events did not see, beyond the reference's own
+
+
+def load_output(outcome: dict, device: str) -> object:
+    output = outcome.get("output", {})
+    if output.get("type") != "Tensor":
+        return output.get("type", "nothing")
+    return torch.load(output["file"], map_location=device, weights_only=True)
+
+
+def integrity(part: Part, outcome: dict) -> Verdict | None:
+    forbidden = sorted(set(outcome.get("ops", [])) & set(part.forbidden_ops))
+    if forbidden:
+        ops = ", ".join(f"aten::{op}" for op in forbidden)
+        return Verdict("forbidden_op", f"the call ran torch's {ops}; this assignment asks for your own kernel instead",
+                       {"ops": forbidden})  # fmt: skip
+    launches = outcome.get("launches", [])
+    if part.kernel == "triton" and not any(launch["own"] for launch in launches):
+        others = ", ".join(sorted({launch["kernel"] for launch in launches}))
+        seen = f" (kernels launched, none defined in your files: {others})" if others else ""
+        return Verdict("no_kernel_launched", f"no Triton kernel of yours was launched during the call{seen}")
+    return None
+
+
+def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcome: dict, device: str) -> Verdict:
+    if "error" in outcome:
+        return Verdict(outcome["error"]["reason"], outcome["error"]["message"])
+    verdict = integrity(part, outcome)
+    if verdict:
+        return verdict
+    inputs = cases.make_inputs(assignment, part, case, seed, device)
+    reference = cases.reference_output(assignment, part, inputs)
+    out = load_output(outcome, device)
+    return numerics.judge(
+        out,
+        reference,
+        cases.DTYPES[case.dtype],
+        part.tolerance_for(case.dtype),
+        outcome.get("modified_inputs", []),
+        outcome.get("overrun", 0),
+    )
+
+
+def _median(samples: list[float]) -> float:
+    return statistics.median(samples) if samples else float("nan")
+
+
+def speed_metrics(outcome: dict, traffic: dict) -> dict:
+    """Medians, spread, achieved bandwidth and throughput, and the share of the copy roofline."""
+    student, baseline = outcome["samples"]["student"], outcome["samples"]["baseline"]
+    student_ms = max(_median(student["event_ms"]), 1e-6)
+    baseline_ms = _median(baseline["event_ms"])
+    nbytes, flops = traffic.get("bytes", 0), traffic.get("flops", 0)
+    gbps = nbytes / (student_ms * 1e-3) / 1e9
+    return {
+        "student_ms": student_ms,
+        "baseline_ms": baseline_ms,
+        "ratio": baseline_ms / student_ms,
+        "student_spread_ms": [min(student["event_ms"]), max(student["event_ms"])],
+        "baseline_spread_ms": [min(baseline["event_ms"]), max(baseline["event_ms"])],
+        "student_hidden_ms": _median(student["hidden_ms"]),
+        "baseline_hidden_ms": _median(baseline["hidden_ms"]),
+        "samples": len(student["event_ms"]),
+        "remeasured": outcome.get("remeasured", False),
+        "bytes": nbytes,
+        "flops": flops,
+        "gbps": gbps,
+        "baseline_gbps": nbytes / (baseline_ms * 1e-3) / 1e9,
+        "tflops": flops / (student_ms * 1e-3) / 1e12,
+        "copy_gbps": outcome.get("copy_gbps"),
+        "roofline_share": gbps / outcome["copy_gbps"] if outcome.get("copy_gbps") else None,
+        "device_name": outcome.get("device_name"),
+    }
+
+
+def tampering(metrics: dict) -> str | None:
+    floor_ms = metrics["bytes"] / (metrics["copy_gbps"] * 1e9) * 1e3 if metrics.get("copy_gbps") else 0.0
+    if metrics["student_ms"] < FLOOR_FRACTION * floor_ms:
+        return (f"{metrics['student_ms']:.4f} ms is under half the time that moving {metrics['bytes']} bytes takes at "
+                f"the device's measured copy bandwidth ({floor_ms:.4f} ms): the events did not time the real work")
+    hidden = metrics["student_hidden_ms"] - metrics["baseline_hidden_ms"]
+    if hidden > max(HIDDEN_MS, 2 * metrics["student_ms"]):
+        return (f"the host waited {hidden:.3f} ms per call beyond what the CUDA events saw: work ran outside the "
+                "timed stream (a side stream, or work left lazy)")
+    return None  # fmt: skip
+
+
+def judge_bench(assignment: Assignment, part: Part, case: Case, task: dict, outcome: dict, device: str) -> Verdict:
+    """The speed verdict, with credit in the metrics; the output of a timed call must be right too."""
+    if "error" in outcome:
+        return Verdict(outcome["error"]["reason"], outcome["error"]["message"])
+    inputs = cases.make_inputs(assignment, part, case, task["pool_seeds"][outcome["keep_pool_index"]], device)
+    reference = cases.reference_output(assignment, part, inputs)
+    checked = numerics.judge(load_output(outcome, device), reference, cases.DTYPES[case.dtype],
+                             part.tolerance_for(case.dtype))  # fmt: skip
+    if not checked.ok:
+        return Verdict(checked.reason, f"the output of a timed call was wrong: {checked.message}", checked.metrics)
+    metrics = speed_metrics(outcome, cases.traffic(assignment, part, inputs))
+    cheat = tampering(metrics)
+    if cheat:
+        return Verdict("tampering", cheat, metrics)
+    metrics["credit"] = part.performance.credit_for(metrics["ratio"])
+    full = part.performance.tiers[0][0]
+    text = (f"{metrics['student_ms']:.4f} ms vs torch {metrics['baseline_ms']:.4f} ms: {metrics['ratio']:.2f}x "
+            f"(full credit from {full:.2f}x); {metrics['gbps']:.0f} GB/s")
+    if metrics["roofline_share"]:
+        text += f", {metrics['roofline_share']:.0%} of the measured copy bandwidth"
+    return Verdict("ok" if metrics["credit"] == 1.0 else "too_slow", text, metrics)  # fmt: skip

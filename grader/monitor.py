@@ -1,0 +1,110 @@
+"""What happens during one student call, seen from inside the child process.
+
+`CallMonitor` wraps the call: every aten op the student's code dispatches is recorded (so a
+torch fallback is caught as `forbidden_op`), every tensor it allocates with `empty*` comes back
+poisoned and guarded (see poison.py), and every Triton kernel launch is logged with the file its
+kernel was defined in (so `no_kernel_launched` means "no kernel of the student's own").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from grader.poison import Guarded, guarded_empty
+
+ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+
+
+@dataclass
+class Launch:
+    kernel: str
+    file: str
+    own: bool
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the name of every aten op, and poisons fresh allocations."""
+
+    def __init__(self, monitor: CallMonitor):
+        super().__init__()
+        self.monitor = monitor
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        self.monitor.ops.add(name)
+        result = func(*args, **(kwargs or {}))
+        if name in ALLOCATORS and isinstance(result, torch.Tensor) and result.numel() > 0:
+            guarded = guarded_empty(result)
+            self.monitor.allocations.append(guarded)
+            result = guarded.tensor
+        return result
+
+
+@dataclass
+class CallMonitor:
+    own_root: Path  # kernels defined in files under this folder are the student's own
+    ops: set[str] = field(default_factory=set)
+    launches: list[Launch] = field(default_factory=list)
+    allocations: list[Guarded] = field(default_factory=list)
+
+    def __enter__(self) -> CallMonitor:
+        _ACTIVE.append(self)
+        self._mode = _OpRecorder(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        _ACTIVE.remove(self)
+
+    def record_launch(self, kernel_fn) -> None:
+        fn = getattr(kernel_fn, "fn", kernel_fn)
+        code = getattr(fn, "__code__", None)
+        file = code.co_filename if code else "<unknown>"
+        own = Path(file).resolve().is_relative_to(self.own_root.resolve()) if code else False
+        self.launches.append(Launch(getattr(fn, "__name__", repr(fn)), file, own))
+
+    def overrun_of(self, tensor: torch.Tensor) -> int:
+        """Guard cells written around the allocation that `tensor` lives in (0 if not ours)."""
+        for guarded in self.allocations:
+            if guarded.buffer.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+                return guarded.overrun()
+        return 0
+
+
+_ACTIVE: list[CallMonitor] = []
+
+
+def install_triton_hooks() -> None:
+    """Log every Triton launch, compiled or interpreted, to the active monitor.
+
+    Both launch paths (`kernel[grid](...)` and autotuned or heuristic wrappers) end in the
+    `run` method of a JITFunction, or of an InterpretedFunction under TRITON_INTERPRET=1.
+    """
+    import triton.runtime.jit as jit
+
+    classes = [jit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:
+        pass
+    for cls in classes:
+        if getattr(cls.run, "_graded", False):
+            continue
+        cls.run = _logged(cls.run)
+
+
+def _logged(run):
+    def run_and_log(self, *args, grid, warmup, **kwargs):
+        if not warmup and _ACTIVE:
+            _ACTIVE[-1].record_launch(self)
+        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    run_and_log._graded = True
+    return run_and_log

@@ -1,0 +1,81 @@
+"""What a person reads: a compact table in the terminal and a self-contained HTML report.
+
+The HTML comes from Jinja2 templates in grader/templates/ (inline CSS and SVG, nothing fetched
+from the network), so a report opens the same on a laptop offline as on a course server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from rich.console import Console
+from rich.table import Table
+
+from grader.results import Grade, TestResult, summary_line
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+HINTS = {
+    "not_implemented": "The stub still raises NotImplementedError. Fill in the function body.",
+    "missing_file": "Keep the starter's file names and folders: <assignment>/<file> inside the submission.",
+    "syntax_error": "Python could not parse the file. Fix the line shown, then run `make grade` again.",
+    "import_error": "The file failed while being imported. Import only torch, triton and your own modules.",
+    "missing_entry_point": "The grader calls the function by the name in the handout; keep that name and signature.",
+    "compile_error": "The kernel did not compile. Read the compiler's message: it names the line.",
+    "wrong_shape": "Return a tensor of the shape the handout gives (usually the input's shape).",
+    "wrong_dtype": "Return the input's dtype: compute in float32 inside the kernel, store in the output dtype.",
+    "wrong_result": "Look at the map: a bad last block points at a mask, every row bad at a reduction or stride.",
+    "nan_or_inf": "An overflow or a masked-off lane read as a real number: subtract the row max, load -inf.",
+    "unwritten_output": "Some outputs were never stored: check the grid covers every row/block and the store mask.",
+    "input_modified": "Inputs are read-only: write results into a tensor you allocate.",
+    "forbidden_op": "The torch op this assignment replaces ran during your call: compute it in your kernel.",
+    "no_kernel_launched": "The work must happen in a Triton kernel defined in your own file.",
+    "not_fused": "This part must be a single kernel launch.",
+    "too_slow": "Correct but slower than the threshold: check memory access patterns and block sizes.",
+    "timeout": "The call did not finish in time: look for a loop that never ends or a huge grid.",
+    "crash": "The process died or raised: the message and traceback show where.",
+    "out_of_memory": "The call allocated more memory than the machine allows.",
+    "no_gpu": "Speed is graded on a GPU only; on this machine it is not graded.",
+    "tampering": "The measurement itself was disturbed. Time your kernel honestly.",
+}
+
+
+def status_of(test: TestResult) -> str:
+    if not test.graded:
+        return "not graded"
+    if test.passed:
+        return "passed"
+    return "partial" if test.score > 0 else "failed"
+
+
+def print_table(grade: Grade, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"Grades for {grade.submission}", show_lines=False)
+    for column in ("assignment", "test", "status", "reason", "points"):
+        table.add_column(column, justify="right" if column == "points" else "left")
+    colours = {"passed": "green", "partial": "yellow", "failed": "red", "not graded": "dim"}
+    for test in grade.tests:
+        if test.kind == "build" and test.passed:
+            continue
+        status = status_of(test)
+        table.add_row(test.assignment, test.name.split(": ", 1)[-1] if test.kind != "build" else test.name,
+                      f"[{colours[status]}]{status}[/]", test.reason, f"{test.score:.2f}/{test.max_score:.2f}")  # fmt: skip
+    console.print(table)
+    console.print(summary_line(grade))
+
+
+def _environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
+    env.filters["status"] = status_of
+    return env
+
+
+def render_html(grade: Grade) -> str:
+    template = _environment().get_template("report.html.j2")
+    return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade))
+
+
+def write_html(grade: Grade, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(grade))

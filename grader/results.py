@@ -1,0 +1,126 @@
+"""The result of grading: tests with scores and reasons, written as a Gradescope results.json.
+
+Gradescope reads `score`, `execution_time`, `output` and `tests` (each with `name`, `number`,
+`score`, `max_score`, `status`, `output`, `tags`, `visibility`); the grader's own detail
+(assignment, part, kind, reason code, metrics) rides under each `extra_data`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REASONS = (
+    "ok", "not_implemented", "missing_file", "syntax_error", "import_error", "missing_entry_point",
+    "compile_error", "wrong_shape", "wrong_dtype", "wrong_result", "nan_or_inf", "unwritten_output",
+    "input_modified", "forbidden_op", "no_kernel_launched", "not_fused", "too_slow", "timeout",
+    "crash", "out_of_memory", "no_gpu", "tampering",
+)  # fmt: skip
+KINDS = ("build", "correctness", "performance", "integrity")
+
+
+@dataclass
+class TestResult:
+    assignment: str
+    part: str
+    kind: str
+    name: str
+    reason: str
+    score: float
+    max_score: float
+    output: str
+    metrics: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        assert self.reason in REASONS, self.reason
+        assert self.kind in KINDS, self.kind
+
+    @property
+    def passed(self) -> bool:
+        return self.reason == "ok"
+
+    @property
+    def graded(self) -> bool:
+        return self.reason != "no_gpu"
+
+
+@dataclass
+class Grade:
+    """Everything one `grade` run produced for one submission."""
+
+    submission: str
+    tests: list[TestResult]
+    environment: dict
+    seconds: float
+
+    @property
+    def score(self) -> float:
+        return sum(t.score for t in self.tests)
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.max_score for t in self.tests)
+
+    @property
+    def graded_max_score(self) -> float:
+        """The points that could be earned on this machine (speed is not graded without a GPU)."""
+        return sum(t.max_score for t in self.tests if t.graded)
+
+    def by_assignment(self) -> dict[str, list[TestResult]]:
+        groups: dict[str, list[TestResult]] = {}
+        for test in self.tests:
+            groups.setdefault(test.assignment, []).append(test)
+        return groups
+
+
+def _clean(value):
+    """JSON has no NaN or Inf: they become strings, so the file stays valid."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def gradescope(grade: Grade) -> dict:
+    numbers: dict[str, int] = {}
+    tests = []
+    for test in grade.tests:
+        group = numbers.setdefault(test.assignment, len(numbers) + 1)
+        index = sum(1 for t in tests if t["extra_data"]["assignment"] == test.assignment) + 1
+        tests.append({
+            "name": test.name,
+            "number": f"{group}.{index}",
+            "score": round(test.score, 4),
+            "max_score": round(test.max_score, 4),
+            "status": "passed" if test.passed else "failed",
+            "output": test.output if test.graded else f"Not graded here. {test.output}",
+            "tags": [test.assignment, test.part, test.kind, test.reason],
+            "visibility": "visible",
+            "extra_data": _clean({"assignment": test.assignment, "part": test.part, "kind": test.kind,
+                                  "reason": test.reason, "metrics": test.metrics}),
+        })  # fmt: skip
+    return {
+        "score": round(grade.score, 4),
+        "execution_time": round(grade.seconds, 2),
+        "output": summary_line(grade),
+        "tests": tests,
+        "extra_data": _clean({**grade.environment, "submission": grade.submission,
+                              "max_score": grade.max_score, "graded_max_score": grade.graded_max_score}),
+    }  # fmt: skip
+
+
+def summary_line(grade: Grade) -> str:
+    text = f"Score {grade.score:.2f} of {grade.max_score:.2f}"
+    if grade.graded_max_score < grade.max_score:
+        text += f" ({grade.max_score - grade.graded_max_score:.2f} points of speed not graded: no GPU here)"
+    return text + "."
+
+
+def write_json(grade: Grade, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(gradescope(grade), indent=2) + "\n")

@@ -1,0 +1,269 @@
+"""An assignment's grading data: `assignments/<name>/assignment.toml`, parsed into one typed tree.
+
+Everything the grader needs to know about an assignment (files, entry points, shapes, dtypes,
+tolerances, points, thresholds, timeouts) lives in that file, so adding an assignment never
+touches the grader. A bad file fails loudly with its path, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+LAYOUTS = ("contiguous", "strided")
+TIERS = ("cpu", "gpu", "both")
+KERNELS = ("triton", "none")
+
+
+class SpecError(ValueError):
+    """assignment.toml is malformed; the message names the file, the key and the expectation."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float  # elementwise: |out - ref| <= atol + rtol * |ref|
+    atol: float
+    norm: float  # norm-wise: ||out - ref|| / ||ref|| <= norm
+
+
+@dataclass(frozen=True)
+class Case:
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str = "contiguous"
+    tier: str = "both"
+
+    def runs_on(self, device: str) -> bool:
+        return self.tier == "both" or self.tier == ("gpu" if device == "cuda" else "cpu")
+
+    @property
+    def label(self) -> str:
+        dims = "x".join(str(d) for d in self.shape)
+        suffix = ", strided rows" if self.layout == "strided" else ""
+        return f"{self.dtype} {dims}{suffix}"
+
+
+@dataclass(frozen=True)
+class Performance:
+    repetitions: int
+    pool: int
+    tiers: tuple[tuple[float, float], ...]  # (speed ratio at least, share of points), best first
+    borderline: float = 0.05  # a ratio this close (relative) to a tier edge is measured again
+
+    def credit_for(self, ratio: float) -> float:
+        return next((share for edge, share in self.tiers if ratio >= edge), 0.0)
+
+    def is_borderline(self, ratio: float) -> bool:
+        return any(abs(ratio - edge) <= self.borderline * edge for edge, _ in self.tiers)
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    file: str
+    entry: str
+    inputs: str
+    reference: str
+    baseline: str
+    traffic: str
+    forbidden_ops: tuple[str, ...]
+    kernel: str
+    correctness_points: float
+    performance_points: float
+    tolerance: dict[str, Tolerance]
+    cases: tuple[Case, ...]
+    performance: Performance | None
+    benchmarks: tuple[Case, ...]
+
+    def tolerance_for(self, dtype: str) -> Tolerance:
+        return self.tolerance[dtype]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    name: str
+    directory: Path
+    title: str
+    seed: int
+    cpu_timeout_s: float
+    gpu_timeout_s: float
+    parts: tuple[Part, ...]
+
+    @property
+    def reference_path(self) -> Path:
+        return self.directory / "reference.py"
+
+    def timeout_for(self, device: str) -> float:
+        return self.gpu_timeout_s if device == "cuda" else self.cpu_timeout_s
+
+
+class _Table:
+    """A TOML table that remembers where it came from, so every error can say so."""
+
+    def __init__(self, data: dict[str, Any], path: Path, where: str):
+        self.data, self.path, self.where = data, path, where
+        self.used: set[str] = set()
+
+    def fail(self, key: str, expected: str) -> SpecError:
+        got = self.data.get(key, "<missing>")
+        return SpecError(f"{self.path}: [{self.where}] key '{key}': expected {expected}, got {got!r}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = ...) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise self.fail(key, expected)
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise self.fail(key, expected)
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self.get(key, str, f"one of {', '.join(choices)}", default)
+        if value not in choices:
+            raise self.fail(key, f"one of {', '.join(choices)}")
+        return value
+
+    def positive(self, key: str, kind: type | tuple[type, ...] = (int, float), default: Any = ...) -> Any:
+        value = self.get(key, kind, "a positive number", default)
+        if value <= 0:
+            raise self.fail(key, "a positive number")
+        return value
+
+    def table(self, key: str) -> _Table:
+        return _Table(self.get(key, dict, "a table"), self.path, f"{self.where}.{key}")
+
+    def tables(self, key: str, default: Any = ...) -> list[_Table]:
+        items = self.get(key, list, "an array of tables", default)
+        if not all(isinstance(item, dict) for item in items):
+            raise self.fail(key, "an array of tables")
+        return [_Table(item, self.path, f"{self.where}.{key}[{i}]") for i, item in enumerate(items)]
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise SpecError(f"{self.path}: [{self.where}] unknown key(s): {', '.join(unknown)}")
+
+
+def _case(table: _Table) -> Case:
+    shape = table.get("shape", list, "a list of positive integers")
+    if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+        raise table.fail("shape", "a list of positive integers")
+    case = Case(
+        shape=tuple(shape),
+        dtype=table.choice("dtype", DTYPES),
+        layout=table.choice("layout", LAYOUTS, "contiguous"),
+        tier=table.choice("tier", TIERS, "both"),
+    )
+    table.finish()
+    return case
+
+
+def _tolerances(table: _Table) -> dict[str, Tolerance]:
+    result = {}
+    for dtype in list(table.data):
+        if dtype not in DTYPES:
+            raise table.fail(dtype, f"a dtype table named one of {', '.join(DTYPES)}")
+        sub = table.table(dtype)
+        result[dtype] = Tolerance(rtol=sub.positive("rtol"), atol=sub.positive("atol"), norm=sub.positive("norm"))
+        sub.finish()
+    return result
+
+
+def _performance(table: _Table) -> Performance:
+    tiers = table.get("tiers", list, "a list of [ratio, share] pairs, best first")
+    ok = tiers and all(
+        isinstance(t, list) and len(t) == 2 and all(isinstance(v, (int, float)) for v in t) and 0 < t[1] <= 1
+        for t in tiers
+    )
+    if not ok or [t[0] for t in tiers] != sorted((t[0] for t in tiers), reverse=True):
+        raise table.fail("tiers", "a list of [ratio, share] pairs with share in (0, 1], best ratio first")
+    perf = Performance(
+        repetitions=table.positive("repetitions", int),
+        pool=table.positive("pool", int),
+        tiers=tuple((float(r), float(s)) for r, s in tiers),
+        borderline=table.positive("borderline", (int, float), 0.05),
+    )
+    table.finish()
+    return perf
+
+
+def _part(table: _Table) -> Part:
+    points = table.table("points")
+    tolerance = _tolerances(table.table("tolerance"))
+    cases = tuple(_case(t) for t in table.tables("cases"))
+    benchmarks = tuple(_case(t) for t in table.tables("benchmarks", []))
+    performance = _performance(table.table("performance")) if "performance" in table.data else None
+    part = Part(
+        name=table.get("name", str, "a part name"),
+        file=table.get("file", str, "a file name in the submission's assignment folder"),
+        entry=table.get("entry", str, "the entry point's function name"),
+        inputs=table.get("inputs", str, "a function name in reference.py"),
+        reference=table.get("reference", str, "a function name in reference.py"),
+        baseline=table.get("baseline", str, "a function name in reference.py"),
+        traffic=table.get("traffic", str, "a function name in reference.py"),
+        forbidden_ops=tuple(table.get("forbidden_ops", list, "a list of aten op names", [])),
+        kernel=table.choice("kernel", KERNELS, "triton"),
+        correctness_points=points.positive("correctness"),
+        performance_points=points.get("performance", (int, float), "a number of points", 0.0),
+        tolerance=tolerance,
+        cases=cases,
+        performance=performance,
+        benchmarks=benchmarks,
+    )
+    points.finish()
+    table.finish()
+    if not cases:
+        raise table.fail("cases", "at least one correctness case")
+    if benchmarks and performance is None:
+        raise table.fail("performance", "a [parts.performance] table, since the part has benchmarks")
+    for case in cases + benchmarks:
+        if case.dtype not in tolerance:
+            raise table.fail("tolerance", f"a [tolerance.{case.dtype}] table (a case uses {case.dtype})")
+    return part
+
+
+def load_assignment(directory: Path) -> Assignment:
+    path = directory / "assignment.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise SpecError(f"{path}: cannot be read as TOML: {error}") from error
+    root = _Table(data, path, "")
+    head = root.table("assignment")
+    parts = tuple(_part(t) for t in root.tables("parts"))
+    assignment = Assignment(
+        name=directory.name,
+        directory=directory,
+        title=head.get("title", str, "a title"),
+        seed=head.get("seed", int, "an integer seed"),
+        cpu_timeout_s=head.positive("cpu_timeout_s"),
+        gpu_timeout_s=head.positive("gpu_timeout_s"),
+        parts=parts,
+    )
+    head.finish()
+    root.finish()
+    names = [p.name for p in parts]
+    if len(set(names)) != len(names):
+        raise SpecError(f"{path}: [parts] names must be unique, got {names}")
+    if not assignment.reference_path.is_file():
+        raise SpecError(f"{path}: the assignment has no reference.py beside it")
+    return assignment
+
+
+def assignment_names(root: Path = REPO_ROOT) -> list[str]:
+    """Every assignment, found by glob: a folder of assignments/ holding an assignment.toml."""
+    return sorted(p.parent.name for p in (root / "assignments").glob("*/assignment.toml"))
+
+
+def load_assignments(names: list[str] | None = None, root: Path = REPO_ROOT) -> list[Assignment]:
+    known = assignment_names(root)
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        raise KeyError(f"unknown assignment(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    return [load_assignment(root / "assignments" / n) for n in (names or known)]

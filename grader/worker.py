@@ -1,0 +1,155 @@
+"""The child process: the only place student code runs.
+
+It reads a job (which assignment, which tasks, which seeds), loads the student's files, runs
+each task and sends what it observed to the parent over a pipe, one JSON line per event; the
+outputs themselves go to files the parent reads. It judges nothing: references, comparisons
+and scores are the parent's. Started by isolation.py as a fresh interpreter, never forked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from grader import cases, poison, timing
+from grader.monitor import CallMonitor, install_triton_hooks
+from grader.spec import Assignment, Part, load_assignment
+from grader.submission import SubmissionError, entry_point, load_module, student_frames
+
+FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
+
+
+def classify(error: BaseException, root: Path) -> dict:
+    """A student's exception as a reason code and a message that says where it came from."""
+    if isinstance(error, SubmissionError):
+        return {"reason": error.reason, "message": error.message}
+    text = f"{type(error).__name__}: {error}".strip()
+    where = student_frames(error, root)
+    lowered = text.lower()
+    if isinstance(error, NotImplementedError):
+        reason, text = "not_implemented", "the entry point still raises NotImplementedError: fill in the stub"
+    elif isinstance(error, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in lowered or (
+        "can't allocate memory" in lowered
+    ):
+        reason = "out_of_memory"
+    elif type(error).__name__ in ("CompilationError", "InterpreterError"):
+        # Under TRITON_INTERPRET=1 a kernel body runs as Python, so what the compiler would
+        # reject on a GPU surfaces as an InterpreterError when the kernel runs.
+        reason = "compile_error"
+    else:
+        reason = "crash"
+    return {"reason": reason, "message": f"{text[:2000]}\n{where}".rstrip(), "fatal": _is_fatal(text)}
+
+
+def _is_fatal(text: str) -> bool:
+    """A CUDA error poisons the whole context: the parent must go on in a fresh process."""
+    return any(marker in text for marker in FATAL_MARKERS)
+
+
+class Worker:
+    def __init__(self, job: dict, channel):
+        self.job = job
+        self.channel = channel
+        self.assignment: Assignment = load_assignment(Path(job["assignment_dir"]))
+        self.device = job["device"]
+        self.root = Path(job["submission_dir"]).resolve()
+        self.outputs = Path(job["outputs_dir"])
+        self.entries: dict[str, object] = {}
+        if any(p.kernel == "triton" for p in self.assignment.parts):
+            install_triton_hooks()
+
+    def send(self, message: dict) -> None:
+        self.channel.write(json.dumps(message) + "\n")
+        self.channel.flush()
+
+    def entry(self, part: Part):
+        """The student's function for a part, loaded once; a load failure is re-raised per task."""
+        if part.name not in self.entries:
+            try:
+                path = self.root / self.assignment.name / part.file
+                module = load_module(path, f"student_{self.assignment.name}_{part.name}")
+                self.entries[part.name] = entry_point(module, path, part.entry)
+            except SubmissionError as error:
+                self.entries[part.name] = error
+        found = self.entries[part.name]
+        if isinstance(found, SubmissionError):
+            raise found
+        return found
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def save(self, task: dict, out: object) -> dict:
+        if not isinstance(out, torch.Tensor):
+            return {"type": type(out).__name__}
+        path = self.outputs / f"{task['id'].replace(':', '_')}.pt"
+        torch.save(out.detach().to("cpu", copy=True).contiguous(), path)
+        return {"type": "Tensor", "file": str(path)}
+
+    def run_case(self, part: Part, task: dict) -> dict:
+        case = part.cases[task["index"]]
+        entry = self.entry(part)
+        inputs = cases.make_inputs(self.assignment, part, case, task["seed"], self.device)
+        guarded = {name: poison.guarded_copy(t) for name, t in inputs.items()}
+        given = {name: g.tensor for name, g in guarded.items()}
+        started = time.perf_counter()
+        with CallMonitor(self.root) as monitor, torch.no_grad():
+            out = entry(**given)
+            self.synchronize()
+        seconds = time.perf_counter() - started
+        modified = [name for name, t in given.items() if not poison.same_bits(t, inputs[name])]
+        return {
+            "output": self.save(task, out),
+            "modified_inputs": modified,
+            "overrun": monitor.overrun_of(out) if isinstance(out, torch.Tensor) else 0,
+            "ops": sorted(monitor.ops),
+            "launches": [vars(launch) for launch in monitor.launches],
+            "seconds": seconds,
+        }
+
+    def run_bench(self, part: Part, task: dict) -> dict:
+        case = part.benchmarks[task["index"]]
+        entry = self.entry(part)
+        baseline = cases.function(self.assignment, part.baseline)
+        pool = [cases.make_inputs(self.assignment, part, case, seed, self.device) for seed in task["pool_seeds"]]
+        with torch.no_grad():
+            measured = timing.measure(entry, baseline, pool, part.performance, task["keep_at"])
+        kept = measured.pop("kept")
+        del pool
+        if "copy_gbps" not in self.job:
+            self.job["copy_gbps"] = timing.copy_bandwidth(torch.device(self.device))
+        return {**measured, "output": self.save(task, kept), "copy_gbps": self.job["copy_gbps"],
+                "device_name": torch.cuda.get_device_name()}
+
+    def run(self) -> None:
+        parts = {p.name: p for p in self.assignment.parts}
+        for task in self.job["tasks"]:
+            self.send({"event": "start", "task": task["id"]})
+            part = parts[task["part"]]
+            try:
+                outcome = self.run_case(part, task) if task["kind"] == "case" else self.run_bench(part, task)
+            except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
+                outcome = {"error": classify(error, self.root)}
+            self.send({"event": "done", "task": task["id"], "outcome": outcome})
+            if outcome.get("error", {}).get("fatal"):
+                os._exit(3)  # a dead CUDA context: the parent resumes in a fresh process
+            if self.device == "cuda":
+                torch.cuda.empty_cache()
+        self.send({"event": "finished"})
+
+
+def main(argv: list[str]) -> None:
+    job_path, fd = argv
+    channel = os.fdopen(int(fd), "w", buffering=1)
+    job = json.loads(Path(job_path).read_text())
+    sys.stdin.close()
+    Worker(job, channel).run()
+    channel.close()
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: student atexit hooks cannot change what was sent

@@ -1,0 +1,51 @@
+"""The GPU tier: compiled Triton, bfloat16 and long-row cases, timing. Run with `make test-gpu`.
+
+Skipped with a stated reason on a machine without a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import grade, requires_gpu
+from test_wrong_submissions import expectations
+from grader.spec import assignment_names
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+
+@pytest.fixture(scope="module")
+def solutions_grade(repo):
+    return grade(repo / "solutions", assignment_names(), device="cuda")
+
+
+def test_solutions_earn_every_point_on_the_gpu(solutions_grade):
+    failures = [f"{t.name}: {t.reason}: {t.output}" for t in solutions_grade.tests if not t.passed]
+    assert not failures, "\n".join(failures)
+    assert solutions_grade.score == pytest.approx(solutions_grade.max_score)
+
+
+def test_gpu_tier_runs_the_large_cases_and_times_every_benchmark(solutions_grade):
+    labels = {t.name for t in solutions_grade.tests}
+    assert any("1024x100000" in name for name in labels), "the long-row case runs on the GPU tier"
+    speed = [t for t in solutions_grade.tests if t.kind == "performance"]
+    assert speed and all(t.metrics.get("student_ms", 0) > 0 for t in speed)
+    for test in speed:
+        assert test.metrics["samples"] >= 20
+        assert test.metrics["copy_gbps"] > 500, "the copy roofline was measured on the device"
+
+
+def test_starter_on_the_gpu_is_not_implemented_and_not_timed(repo):
+    result = grade(repo / "starter", assignment_names(), device="cuda")
+    assert result.score == 0
+    assert all(t.reason == "not_implemented" for t in result.tests if t.kind in ("correctness", "performance"))
+
+
+@pytest.mark.parametrize("folder, expect", [pytest.param(f, e, id=f"{f.parent.name}/{f.name}") for f, e in expectations()])
+def test_bug_earns_its_reason_on_the_gpu(folder, expect):
+    reason = expect.get("gpu_reason", expect["reason"])
+    result = grade(folder, [folder.parent.name], device="cuda", timeout_s=expect.get("timeout_s"))
+    failed = [t for t in result.tests if t.kind in ("correctness", "performance") and not t.passed]
+    assert failed, f"{folder.name} passed every case on the GPU"
+    wrong_reason = {t.name: f"{t.reason}: {t.output[:300]}" for t in failed if t.reason != reason}
+    assert not wrong_reason, f"expected {reason}, got {wrong_reason}"

@@ -1,0 +1,50 @@
+"""Every correctness case is strong: zeros, the unchanged input and a bfloat16 downcast all fail it.
+
+A case that a lazy or lossy answer passes grades nothing; this runs the fakes through the very
+judge the grader uses, with each case's own inputs and tolerance.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import cases
+from grader.numerics import judge
+from grader.spec import load_assignments
+
+
+def _all_cases() -> list:
+    return list(_each_case())
+
+
+def _each_case():
+    for assignment in load_assignments():
+        for part in assignment.parts:
+            for index, case in enumerate(part.cases):
+                yield pytest.param(assignment, part, case, id=f"{assignment.name}/{part.name}/{index}:{case.label}")
+
+
+def _fakes(inputs: dict, reference: torch.Tensor, dtype: torch.dtype) -> dict:
+    fakes = {"zeros": torch.zeros(reference.shape, dtype=dtype)}
+    same_shape = [t for t in inputs.values() if t.shape == reference.shape]
+    if same_shape:
+        fakes["unchanged input"] = same_shape[0].clone()
+    if dtype != torch.bfloat16:
+        fakes["bfloat16 downcast"] = reference.to(torch.bfloat16).to(dtype)
+    return fakes
+
+
+@pytest.mark.parametrize("assignment, part, case", _all_cases())
+def test_case_rejects_lazy_and_lossy_answers(assignment, part, case):
+    seed = cases.seed_for(assignment, part, "case", 0)
+    inputs = cases.make_inputs(assignment, part, case, seed, "cpu")
+    reference = cases.reference_output(assignment, part, inputs)
+    dtype = cases.DTYPES[case.dtype]
+    tolerance = part.tolerance_for(case.dtype)
+    assert judge(reference.to(dtype), reference, dtype, tolerance).ok, "the rounded reference itself must pass"
+    fakes = _fakes(inputs, reference, dtype)
+    assert "unchanged input" in fakes, "every case here has an input of the output's shape"
+    for name, fake in fakes.items():
+        verdict = judge(fake, reference, dtype, tolerance)
+        assert not verdict.ok, f"{name} passes {case.label}: the case (or its tolerance) is too weak"
