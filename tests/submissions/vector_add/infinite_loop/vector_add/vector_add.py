@@ -1,0 +1,4 @@
+# Hostile: the call never returns. Must cost a timeout, and only this assignment.
+def add(x, y):
+    while True:
+        pass
