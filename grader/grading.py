@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import cases, isolation, judging
+from grader import cases, cuda_build, isolation, judging
 from grader.numerics import Verdict
 from grader.environment import describe
 from grader.results import Grade, TestResult
-from grader.spec import Assignment, Part
+from grader.spec import Assignment, Case, Part
 
 LOAD_REASONS = {"missing_file", "syntax_error", "import_error", "missing_entry_point", "compile_error"}
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
@@ -98,22 +98,56 @@ class AssignmentGrading:
 
     def run(self) -> list[TestResult]:
         cwd = self.copy_root / self.assignment.name
-        case_tasks = [
-            {"id": f"{part.name}:case:{i}", "part": part.name, "kind": "case", "index": i, "seed": self.seed(part, "case", i)}
-            for part in self.assignment.parts
+        builds = {part.name: self.build(part, cwd) for part in self.assignment.parts if part.is_cuda}
+        self.job["libraries"] = {name: str(b.library) for name, b in builds.items() if b.library}
+        tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
+        self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
+        outcomes = run_tasks(self.job, tasks, self.workdir, cwd, self.budget)
+        tests: list[TestResult] = []
+        for part in self.assignment.parts:
+            cases_verdicts = self.case_verdicts(part, builds.get(part.name), tasks, outcomes)
+            verdicts = [v for _, v in cases_verdicts]
+            tests.append(self.build_test(part, builds.get(part.name), verdicts))
+            tests.extend(self.case_tests(part, cases_verdicts))
+            tests.extend(self.performance_tests(part, verdicts, cwd))
+        return tests
+
+    def build(self, part: Part, cwd: Path) -> cuda_build.Build:
+        self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")
+        return cuda_build.build(cwd / part.file)
+
+    @staticmethod
+    def unbuilt(part: Part, builds: dict[str, cuda_build.Build]) -> bool:
+        return part.is_cuda and builds[part.name].library is None
+
+    def case_tasks(self, part: Part) -> list[dict]:
+        """The child's work for one part: each case of the tier; for a CUDA part on the CPU tier,
+        one probe call that tells an untouched stub from an attempt."""
+        if part.is_cuda and self.device != "cuda":
+            return [{"id": f"{part.name}:probe", "part": part.name, "kind": "probe", "index": 0, "seed": self.seed(part, "case", 0)}]
+        repeats = part.repeats if self.device == "cuda" else 1
+        return [
+            {"id": f"{part.name}:case:{i}", "part": part.name, "kind": "case", "index": i,
+             "seed": self.seed(part, "case", i), "repeats": repeats}
             for i, case in enumerate(part.cases)
             if case.runs_on(self.device)
         ]  # fmt: skip
-        self.settings.progress(f"{self.assignment.name}: {len(case_tasks)} correctness cases")
-        outcomes = run_tasks(self.job, case_tasks, self.workdir, cwd, self.budget)
-        tests: list[TestResult] = []
-        for part in self.assignment.parts:
-            mine = [t for t in case_tasks if t["part"] == part.name]
-            verdicts = [self.judge_case(part, task, outcomes[task["id"]]) for task in mine]
-            tests.append(self.build_test(part, verdicts))
-            tests.extend(self.case_tests(part, mine, verdicts))
-            tests.extend(self.performance_tests(part, verdicts, cwd))
-        return tests
+
+    def case_verdicts(self, part: Part, build, tasks: list[dict], outcomes: dict) -> list[tuple[Case, Verdict]]:
+        if part.is_cuda and self.device != "cuda":
+            shown = list(part.cases)  # all GPU-tier: shown as not graded here, with their points
+            if build.library is None:
+                return [(case, Verdict(build.reason, build.message)) for case in shown]
+            outcome = outcomes[f"{part.name}:probe"]
+            error = outcome.get("error")
+            verdict = Verdict(error["reason"], error["message"]) if error else Verdict(
+                "no_gpu", f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only")
+            return [(case, verdict) for case in shown]
+        shown = [case for case in part.cases if case.runs_on(self.device)]
+        if build is not None and build.library is None:
+            return [(case, Verdict(build.reason, build.message)) for case in shown]
+        mine = [t for t in tasks if t["part"] == part.name]
+        return [(part.cases[t["index"]], self.judge_case(part, t, outcomes[t["id"]])) for t in mine]
 
     def judge_case(self, part: Part, task: dict, outcome: dict) -> Verdict:
         case = part.cases[task["index"]]
@@ -123,16 +157,21 @@ class AssignmentGrading:
         return TestResult(self.assignment.name, part.name, kind, f"{self.assignment.name}/{part.name}: {name}",
                           verdict.reason, score, max_score, verdict.message, verdict.metrics)  # fmt: skip
 
-    def build_test(self, part: Part, verdicts: list[Verdict]) -> TestResult:
+    def build_test(self, part: Part, build, verdicts: list[Verdict]) -> TestResult:
         failed = next((v for v in verdicts if v.reason in LOAD_REASONS), None)
-        verdict = failed or Verdict("ok", f"{part.file} loaded and defines {part.entry}()")
+        if build is not None and build.library is None:
+            failed = Verdict(build.reason, build.message)
+        loaded = f"compiled with nvcc and exports {part.entry}()" if part.is_cuda else f"loaded and defines {part.entry}()"
+        verdict = failed or Verdict("ok", f"{part.file} {loaded}")
+        if build is not None and build.library is not None:
+            verdict.metrics["build_seconds"] = round(build.seconds, 2)
         return self.test(part, "build", f"load {part.file}", verdict, 0.0, 0.0)
 
-    def case_tests(self, part: Part, tasks: list[dict], verdicts: list[Verdict]) -> list[TestResult]:
-        points = part.correctness_points / max(len(tasks), 1)
+    def case_tests(self, part: Part, cases_verdicts: list[tuple[Case, Verdict]]) -> list[TestResult]:
+        points = part.correctness_points / max(len(cases_verdicts), 1)
         return [
-            self.test(part, "correctness", part.cases[t["index"]].label, v, points if v.ok else 0.0, points)
-            for t, v in zip(tasks, verdicts)
+            self.test(part, "correctness", case.label, v, points if v.ok else 0.0, points)
+            for case, v in cases_verdicts
         ]
 
     def performance_tests(self, part: Part, verdicts: list[Verdict], cwd: Path) -> list[TestResult]:

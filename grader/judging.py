@@ -32,7 +32,7 @@ def integrity(part: Part, outcome: dict) -> Verdict | None:
         ops = ", ".join(f"aten::{op}" for op in forbidden)
         return Verdict("forbidden_op", f"the call ran torch's {ops}; this assignment asks for your own kernel instead",
                        {"ops": forbidden})  # fmt: skip
-    launches = outcome.get("launches", [])
+    launches = outcome.get("launches", [])  # Triton launches; a CUDA part's kernels are its own by construction
     if part.kernel == "triton" and not any(launch["own"] for launch in launches):
         others = ", ".join(sorted({launch["kernel"] for launch in launches}))
         seen = f" (kernels launched, none defined in your files: {others})" if others else ""
@@ -49,7 +49,7 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcom
     inputs = cases.make_inputs(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
     out = load_output(outcome, device)
-    return numerics.judge(
+    verdict = numerics.judge(
         out,
         reference,
         cases.DTYPES[case.dtype],
@@ -57,6 +57,13 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcom
         outcome.get("modified_inputs", []),
         outcome.get("overrun", 0),
     )
+    unstable = outcome.get("unstable", 0)
+    if unstable and verdict.reason in ("ok", "wrong_result"):
+        race = (f"the output changed between {part.repeats} runs on the same inputs ({unstable} element(s) differed): "
+                "a race, such as a missing __syncthreads or a read of memory another thread has not written yet")
+        message = race if verdict.ok else f"{verdict.message}; and {race}"
+        return Verdict("wrong_result", message, {**verdict.metrics, "unstable": unstable})
+    return verdict
 
 
 def _median(samples: list[float]) -> float:

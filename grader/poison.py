@@ -47,6 +47,11 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a)[0], _bits(b)[0])
 
 
+def bits_differing(a: torch.Tensor, b: torch.Tensor) -> int:
+    """How many elements of two same-shaped tensors differ bit for bit."""
+    return int((_bits(a)[0] != _bits(b)[0]).sum())
+
+
 def _storage_span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
     """Elements of storage a view with this shape and stride reaches, from its first element."""
     if any(d == 0 for d in shape):

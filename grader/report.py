@@ -59,7 +59,7 @@ def print_table(grade: Grade, console: Console | None = None) -> None:
         if test.kind == "build" and test.passed:
             continue
         status = status_of(test)
-        table.add_row(test.assignment, test.name.split(": ", 1)[-1] if test.kind != "build" else test.name,
+        table.add_row(test.assignment, test.name.removeprefix(f"{test.assignment}/"),
                       f"[{colours[status]}]{status}[/]", test.reason, f"{test.score:.2f}/{test.max_score:.2f}")  # fmt: skip
     console.print(table)
     console.print(summary_line(grade))

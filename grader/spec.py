@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 LAYOUTS = ("contiguous", "strided")
 TIERS = ("cpu", "gpu", "both")
-KERNELS = ("triton", "none")
+KERNELS = ("triton", "cuda", "none")
 
 
 class SpecError(ValueError):
@@ -71,13 +71,21 @@ class Part:
     baseline: str
     traffic: str
     forbidden_ops: tuple[str, ...]
-    kernel: str
+    kernel: str  # "triton": a Triton kernel of the student's must run; "cuda": a .cu built with nvcc
     correctness_points: float
     performance_points: float
     tolerance: dict[str, Tolerance]
     cases: tuple[Case, ...]
     performance: Performance | None
     benchmarks: tuple[Case, ...]
+    arguments: str | None = None  # cuda: reference.py's (out, **inputs) -> the launcher's arguments
+    output_shape: str | None = None  # cuda: reference.py's (**inputs) -> the output's shape
+    not_implemented_code: int = -1  # cuda: what an untouched stub's launcher returns
+    repeats: int = 1  # GPU tier: runs of each case on the same inputs, which must agree bit for bit
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kernel == "cuda"
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         return self.tolerance[dtype]
@@ -215,11 +223,17 @@ def _part(table: _Table) -> Part:
         cases=cases,
         performance=performance,
         benchmarks=benchmarks,
+        arguments=table.get("arguments", str, "a function name in reference.py", None),
+        output_shape=table.get("output_shape", str, "a function name in reference.py", None),
+        not_implemented_code=table.get("not_implemented_code", int, "an integer return code", -1),
+        repeats=table.positive("repeats", int, 1),
     )
     points.finish()
     table.finish()
     if not cases:
         raise table.fail("cases", "at least one correctness case")
+    if part.is_cuda and not (part.arguments and part.output_shape):
+        raise table.fail("arguments", "both 'arguments' and 'output_shape' (functions in reference.py) for kernel = \"cuda\"")
     if benchmarks and performance is None:
         raise table.fail("performance", "a [parts.performance] table, since the part has benchmarks")
     for case in cases + benchmarks:

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from grader import cases, poison, timing
+from grader.launcher import CudaEntry
 from grader.monitor import CallMonitor, install_triton_hooks
 from grader.spec import Assignment, Part, load_assignment
 from grader.submission import SubmissionError, entry_point, load_module, student_frames
@@ -71,15 +72,20 @@ class Worker:
         """The student's function for a part, loaded once; a load failure is re-raised per task."""
         if part.name not in self.entries:
             try:
-                path = self.root / self.assignment.name / part.file
-                module = load_module(path, f"student_{self.assignment.name}_{part.name}")
-                self.entries[part.name] = entry_point(module, path, part.entry)
+                self.entries[part.name] = self.load_entry(part)
             except SubmissionError as error:
                 self.entries[part.name] = error
         found = self.entries[part.name]
         if isinstance(found, SubmissionError):
             raise found
         return found
+
+    def load_entry(self, part: Part):
+        if part.is_cuda:
+            return CudaEntry(self.assignment, part, Path(self.job["libraries"][part.name]))
+        path = self.root / self.assignment.name / part.file
+        module = load_module(path, f"student_{self.assignment.name}_{part.name}")
+        return entry_point(module, path, part.entry)
 
     def synchronize(self) -> None:
         if self.device == "cuda":
@@ -102,6 +108,8 @@ class Worker:
         with CallMonitor(self.root) as monitor, torch.no_grad():
             out = entry(**given)
             self.synchronize()
+            # Further runs on the same inputs must agree bit for bit: a race shows as drift.
+            unstable = sum(self.differs(out, entry(**given)) for _ in range(task.get("repeats", 1) - 1))
         seconds = time.perf_counter() - started
         modified = [name for name, t in given.items() if not poison.same_bits(t, inputs[name])]
         return {
@@ -110,8 +118,24 @@ class Worker:
             "overrun": monitor.overrun_of(out) if isinstance(out, torch.Tensor) else 0,
             "ops": sorted(monitor.ops),
             "launches": [vars(launch) for launch in monitor.launches],
+            "unstable": unstable,
             "seconds": seconds,
         }
+
+    def differs(self, first: object, again: object) -> int:
+        """Elements of a repeated run's output that differ from the first run's, bit for bit."""
+        self.synchronize()
+        if not (isinstance(first, torch.Tensor) and isinstance(again, torch.Tensor)) or first.shape != again.shape:
+            return 0
+        return poison.bits_differing(first, again)
+
+    def run_probe(self, part: Part, task: dict) -> dict:
+        """CPU tier, CUDA part: call the launcher once (it cannot launch without a GPU) to tell
+        an untouched stub, which returns its not-implemented code, from an attempt."""
+        case = part.cases[task["index"]]
+        inputs = cases.make_inputs(self.assignment, part, case, task["seed"], self.device)
+        self.entry(part)(**inputs)
+        return {"probe": "called"}
 
     def run_bench(self, part: Part, task: dict) -> dict:
         case = part.benchmarks[task["index"]]
@@ -133,7 +157,8 @@ class Worker:
             self.send({"event": "start", "task": task["id"]})
             part = parts[task["part"]]
             try:
-                outcome = self.run_case(part, task) if task["kind"] == "case" else self.run_bench(part, task)
+                run = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe}[task["kind"]]
+                outcome = run(part, task)
             except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
                 outcome = {"error": classify(error, self.root)}
             self.send({"event": "done", "task": task["id"], "outcome": outcome})
