@@ -1,0 +1,59 @@
+"""Speed verdicts from raw timings: tiers of credit, borderline re-measurement, tampering.
+
+The GPU produces the samples; the arithmetic that turns them into a grade runs anywhere, so it
+is tested here with made-up samples.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader import judging
+from grader.spec import Performance
+
+PERF = Performance(repetitions=40, pool=4, tiers=((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)))
+
+
+@pytest.mark.parametrize("ratio, credit", [(1.3, 1.0), (0.80, 1.0), (0.79, 0.6), (0.6, 0.6), (0.45, 0.3), (0.39, 0.0)])
+def test_credit_follows_the_tiers(ratio, credit):
+    assert PERF.credit_for(ratio) == credit
+
+
+@pytest.mark.parametrize("ratio, borderline", [(0.81, True), (0.77, True), (0.70, False), (1.2, False), (0.41, True)])
+def test_results_near_a_tier_edge_are_measured_again(ratio, borderline):
+    assert PERF.is_borderline(ratio) is borderline
+
+
+def _outcome(student_ms: float, baseline_ms: float, student_hidden: float = 0.02, baseline_hidden: float = 0.02):
+    samples = {
+        "student": {"event_ms": [student_ms] * 40, "hidden_ms": [student_hidden] * 40},
+        "baseline": {"event_ms": [baseline_ms] * 40, "hidden_ms": [baseline_hidden] * 40},
+    }
+    return {"samples": samples, "copy_gbps": 4000.0, "remeasured": False}
+
+
+TRAFFIC = {"bytes": 400_000_000, "flops": 100_000_000}  # 0.1 ms at 4000 GB/s
+
+
+def test_honest_timing_gives_ratio_bandwidth_and_roofline_share():
+    metrics = judging.speed_metrics(_outcome(0.125, 0.150), TRAFFIC)
+    assert metrics["ratio"] == pytest.approx(1.2)
+    assert metrics["gbps"] == pytest.approx(3200.0)
+    assert metrics["roofline_share"] == pytest.approx(0.8)
+    assert judging.tampering(metrics) is None
+
+
+def test_a_time_under_the_memory_roofline_is_tampering():
+    metrics = judging.speed_metrics(_outcome(0.01, 0.15), TRAFFIC)  # 40 TB/s: not physics
+    assert "copy bandwidth" in judging.tampering(metrics)
+
+
+def test_work_hidden_from_the_events_is_tampering():
+    metrics = judging.speed_metrics(_outcome(0.06, 0.15, student_hidden=0.9), TRAFFIC)
+    assert "outside the timed stream" in judging.tampering(metrics)
+
+
+def test_launch_overhead_alone_is_not_tampering():
+    # A Python-side launch costs some tens of microseconds more host time than torch's.
+    metrics = judging.speed_metrics(_outcome(0.12, 0.15, student_hidden=0.06, baseline_hidden=0.02), TRAFFIC)
+    assert judging.tampering(metrics) is None
