@@ -35,14 +35,14 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--json", type=Path, default=Path("results/results.json"), help="Gradescope results.json")
     grade.add_argument("--html", type=Path, default=Path("results/report.html"), help="the HTML report")
     grade.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    batch = commands.add_parser("batch", help="grade a whole class")
-    batch.add_argument("submissions", type=Path)
-    batch.add_argument("--out", type=Path, required=True)
-    batch.add_argument("--assignment", action="append", default=[])
+    batch = commands.add_parser("batch", help="grade a whole class on Dask, resumably")
+    batch.add_argument("submissions", type=Path, help="a folder or archive per student, or a Gradescope export")
+    batch.add_argument("--out", type=Path, required=True, help="reports, grades.csv, summary.html, gradebook.sqlite")
+    batch.add_argument("--assignment", action="append", default=[], help="grade only this assignment (repeatable)")
     batch.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    batch.add_argument("--workers", type=int)
-    batch.add_argument("--scheduler")
-    batch.add_argument("--regrade", action="store_true")
+    batch.add_argument("--workers", type=int, help="worker processes (default: one per GPU, or 2 on the CPU)")
+    batch.add_argument("--scheduler", help="address of a running Dask scheduler to join (e.g. tcp://host:8786)")
+    batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
     return parser
 
 
@@ -73,11 +73,25 @@ def grade(args: argparse.Namespace, console: Console) -> int:
 def batch(args: argparse.Namespace, console: Console) -> int:
     if not args.submissions.is_dir():
         raise UsageError(f"{args.submissions}: no such directory")
-    _assignments(args.assignment)
-    resolve_device(args.device)
-    console.print("batch grading is not available in this version yet; grade each submission with "
-                  "`python -m grader grade --submission DIR`")  # fmt: skip
-    return GRADER_FAULT
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: at least one worker is needed")
+    if args.workers is not None and args.scheduler:
+        raise UsageError("--workers sizes the embedded cluster; with --scheduler, the cluster's own workers grade")
+    assignments = _assignments(args.assignment)
+    try:  # Dask is imported here only: `grade` works without it
+        from grader import batch as engine
+        from grader.intake import IntakeError
+    except ImportError as error:
+        console.print(f"[red]error:[/] batch grading needs dask[distributed] ({error}); "
+                      "install it with `.venv/bin/pip install 'dask[distributed]'`")  # fmt: skip
+        return GRADER_FAULT
+
+    options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
+                             args.workers, args.scheduler, args.regrade)  # fmt: skip
+    try:
+        return engine.run(options, console)
+    except (IntakeError, engine.SetupError) as error:
+        raise UsageError(str(error)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -133,7 +133,8 @@ def copy_submission(source: Path, destination: Path) -> None:
 
 
 def child_environment(device: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     if device == "cpu":
@@ -146,7 +147,7 @@ def child_environment(device: str) -> dict[str, str]:
 
 def run_child(job: dict, workdir: Path, cwd: Path, timeout_s: float) -> ChildRun:
     job_path = workdir / "job.json"
-    job_path.write_text(json.dumps(job))
+    job_path.write_text(json.dumps({**job, "parent_pid": os.getpid()}))
     read_fd, write_fd = os.pipe()
     started = time.monotonic()
     process = subprocess.Popen(

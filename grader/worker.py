@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -169,10 +170,23 @@ class Worker:
         self.send({"event": "finished"})
 
 
+def _die_with(parent_pid: int) -> None:
+    """Exit as soon as the parent is gone (killed with -9, say): nobody would enforce our time
+    limit any more, and an endless student loop would run forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(4)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def main(argv: list[str]) -> None:
     job_path, fd = argv
     channel = os.fdopen(int(fd), "w", buffering=1)
     job = json.loads(Path(job_path).read_text())
+    _die_with(job["parent_pid"])
     sys.stdin.close()
     Worker(job, channel).run()
     channel.close()

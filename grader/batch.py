@@ -1,0 +1,257 @@
+"""Grading a whole class on Dask distributed (DESIGN.md section 8): `python -m grader batch`.
+
+One Dask task grades one (student, assignment) by calling `grade_assignment` on a worker, which
+spawns the usual child process for the student's code; the worker then only judges. The embedded
+cluster has one worker process per GPU, each pinned to its GPU with CUDA_VISIBLE_DEVICES (a
+LocalCluster gives every worker the same environment, so the workers are spelled out as a
+SpecCluster), or CPU workers where there is no GPU; `--scheduler` joins a cluster someone else
+started (dask-jobqueue on Slurm). The client alone writes the gradebook, one transaction per
+finished task, in the order tasks finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from distributed import Client, Nanny, Scheduler, SpecCluster, as_completed
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+import grader
+from grader import intake, summary
+from grader.environment import DeviceError, describe, resolve_device
+from grader.gradebook import Entry, Gradebook, Key
+from grader.grading import Settings, grade_assignment
+from grader.intake import Submission
+from grader.results import TestResult
+from grader.spec import Assignment, assignment_names
+
+CPU_WORKERS = 2  # each grading runs a child process of its own: two keep a small machine busy
+STAGING = ".unpacked"  # under --out: archives unpacked where a cluster's workers can read them too
+GRADEBOOK = "gradebook.sqlite"
+WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first worker (a Slurm queue)
+
+
+class SetupError(ValueError):
+    """The batch cannot start: an unreadable GRADER_SALT_FILE, a scheduler that does not answer."""
+
+
+@dataclass(frozen=True)
+class Options:
+    submissions: Path
+    out: Path
+    assignments: list[Assignment]
+    device: str  # "auto", "cpu" or "cuda", as asked for
+    workers: int | None
+    scheduler: str | None
+    regrade: bool
+
+
+@dataclass(frozen=True)
+class Task:
+    submission: Submission
+    assignment: Assignment
+    key: Key
+
+
+def secret_salt() -> str:
+    """The TA's secret: GRADER_SALT, or the contents of the file named by GRADER_SALT_FILE.
+
+    Both are taken out of the environment once read, so neither the workers nor the student code
+    they run (which inherits their environment) can read the secret that makes inputs unguessable.
+    """
+    salt = os.environ.pop("GRADER_SALT", "")
+    path = os.environ.pop("GRADER_SALT_FILE", "")
+    if path and not salt:
+        try:
+            salt = Path(path).read_text().strip()
+        except OSError as error:
+            raise SetupError(f"GRADER_SALT_FILE={path}: {error.strerror}") from None
+    return salt
+
+
+def grade_task(assignment: Assignment, folder: str, device: str, salt: str) -> tuple[list[TestResult], dict, float]:
+    """One (student, assignment), run on a worker: the grading core, unchanged."""
+    started = time.monotonic()
+    tests = grade_assignment(assignment, Path(folder), Settings(device=device, salt=salt))
+    return tests, describe(device, salted=bool(salt)), time.monotonic() - started
+
+
+def visible_gpus() -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
+
+
+def worker_specs(device: str, workers: int | None) -> dict:
+    """One Nanny (a worker process) per GPU, each seeing only its own; or `workers` CPU workers."""
+    if device == "cuda":
+        gpus = visible_gpus()
+        # More workers than GPUs share them round-robin (their timings then disturb each other).
+        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} for i in range(workers or len(gpus))]
+    else:
+        envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers or CPU_WORKERS)]
+    options = {"nthreads": 1, "host": "127.0.0.1", "silence_logs": logging.ERROR}
+    return {f"{device}-{i}": {"cls": Nanny, "options": {**options, "env": env}} for i, env in enumerate(envs)}
+
+
+class Engine:
+    """The Dask client: an embedded cluster started on first use, or a running scheduler joined."""
+
+    def __init__(self, options: Options):
+        self.options = options
+        self.cluster: SpecCluster | None = None
+        self.client: Client | None = None
+        if options.scheduler:
+            try:
+                self.client = Client(options.scheduler, timeout="30s")
+            except OSError as error:
+                raise SetupError(f"--scheduler {options.scheduler}: {error}") from None
+            self.device = self._device_on_workers(options.device)
+        else:
+            self.device = resolve_device(options.device)
+
+    def _device_on_workers(self, requested: str) -> str:
+        # The client (a login node, say) may have no GPU while the workers do: ask them.
+        try:
+            self.client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:  # asyncio's, which Dask raises, is the built-in one since Python 3.11
+            self.client.close()
+            raise SetupError(f"--scheduler {self.options.scheduler}: no worker joined in {WORKER_WAIT_S} s") from None
+        devices = set(self.client.run(resolve_device, requested).values())
+        if len(devices) != 1:
+            raise DeviceError(f"the scheduler's workers disagree on the device ({', '.join(sorted(devices))}): "
+                              "pass --device cpu, or give every worker a GPU")  # fmt: skip
+        return devices.pop()
+
+    @property
+    def shares_gpus(self) -> bool:
+        workers = self.options.workers
+        return not self.options.scheduler and self.device == "cuda" and bool(workers) and workers > len(visible_gpus())
+
+    def start(self) -> Client:
+        if self.client is None:
+            local = {"host": "127.0.0.1", "dashboard": False, "dashboard_address": None}
+            specs = worker_specs(self.device, self.options.workers)
+            self.cluster = SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": local},
+                                       silence_logs=logging.ERROR)  # fmt: skip
+            self.client = Client(self.cluster)
+        return self.client
+
+    @property
+    def description(self) -> str:
+        if self.options.scheduler:
+            return f"the cluster at {self.options.scheduler}"
+        workers = len(self.cluster.worker_spec) if self.cluster else self.options.workers
+        return f"{workers} local {'GPU' if self.device == 'cuda' else 'CPU'} worker(s)"
+
+    def close(self) -> None:
+        for part in (self.client, self.cluster):
+            if part is not None:
+                part.close()
+
+
+def refused_tests(assignment: Assignment, problem: str, device: str) -> list[TestResult]:
+    """A refused archive loses the assignment's points, each test saying why. What this tier grades for
+    nobody (speed on the CPU, parts whose cases are all GPU-tier) stays `no_gpu`, as for everyone."""
+    tests = []
+    for part in assignment.parts:
+        cases_here = any(case.runs_on(device) for case in part.cases)
+        rows = [
+            ("build", f"load {part.file}", True, 0.0),
+            ("correctness", "correctness", cases_here, part.correctness_points),
+        ]
+        if part.benchmarks:
+            rows.append(("performance", "speed", device == "cuda", part.performance_points))
+        for kind, name, graded_here, points in rows:
+            tests.append(TestResult(assignment.name, part.name, kind, f"{assignment.name}/{part.name}: {name}",
+                                    "missing_file" if graded_here else "no_gpu", 0.0, points, problem))  # fmt: skip
+    return tests
+
+
+def plan(submissions: list[Submission], assignments: list[Assignment]) -> list[Task]:
+    return [
+        Task(s, a, Key(s.student, a.name, s.content_hash(a.name), grader.__version__))
+        for s in submissions
+        for a in assignments
+    ]
+
+
+def resume(tasks: list[Task], book: Gradebook, device: str, regrade: bool) -> tuple[dict[Key, Entry], list[Task]]:
+    """What the gradebook already holds, and what is left to grade (everything, with --regrade)."""
+    entries: dict[Key, Entry] = {}
+    pending = []
+    for task in tasks:
+        entry = None if regrade else book.lookup(task.key, device)
+        if entry is None and task.submission.folder is None:  # a refused archive: nothing to run
+            tests = refused_tests(task.assignment, task.submission.problem, device)
+            machine = {"device": device, "tier": "none: the archive was refused", "grader_version": grader.__version__}
+            entry = book.record(task.key, device, tests, machine, 0.0)
+        if entry is None:
+            pending.append(task)
+        else:
+            entries[task.key] = entry
+    return entries, pending
+
+
+def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str, console: Console) -> tuple[dict, list]:
+    """Grade `tasks` on the cluster, recording each as it finishes; returns (entries, faults)."""
+    client = engine.start()
+    futures = {
+        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, pure=False,
+                      key=f"grade-{t.key.student}-{t.key.assignment}-{t.key.submission_hash[:12]}"): t
+        for t in tasks
+    }  # fmt: skip
+    entries: dict[Key, Entry] = {}
+    faults: list[str] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(f"grading on {engine.description}", total=len(tasks))
+        for future, outcome in as_completed(futures, with_results=True, raise_errors=False):
+            task = futures[future]
+            if isinstance(outcome, BaseException):  # the grader failed, not the student: no row, a rerun retries
+                faults.append(f"{task.key.student}/{task.key.assignment}: {type(outcome).__name__}: {outcome}")
+            else:
+                tests, environment, seconds = outcome
+                entries[task.key] = book.record(task.key, engine.device, tests, environment, seconds)
+            progress.advance(bar)
+    return entries, faults
+
+
+def run(options: Options, console: Console) -> int:
+    """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
+    salt = secret_salt()
+    if not salt:
+        console.print("[yellow]warning:[/] no GRADER_SALT or GRADER_SALT_FILE: inputs use the published seeds, "
+                      "which students can reproduce")  # fmt: skip
+    options.out.mkdir(parents=True, exist_ok=True)
+    submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names())
+    tasks = plan(submissions, options.assignments)
+    engine = Engine(options)
+    if engine.shares_gpus:
+        console.print("[yellow]warning:[/] more workers than GPUs: workers sharing a GPU disturb each other's timings")
+    faults: list[str] = []
+    try:
+        with Gradebook(options.out / GRADEBOOK) as book:
+            entries, pending = resume(tasks, book, engine.device, options.regrade)
+            console.print(f"{len(submissions)} students x {len(options.assignments)} assignment(s): "
+                          f"{len(entries)} in the gradebook already, {len(pending)} to grade")  # fmt: skip
+            if pending:
+                graded, faults = grade_pending(engine, pending, book, salt, console)
+                entries.update(graded)
+    finally:
+        engine.close()
+    students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
+                for s in submissions}  # fmt: skip
+    problems = {s.student: s.problem for s in submissions if s.problem}
+    grades = summary.write_outputs(options.out, students, problems, options.assignments)
+    summary.print_class_table(grades, options.assignments, console)
+    for fault in faults:
+        console.print(f"[red]grader fault (nothing recorded; a rerun retries it):[/] {fault}")
+    console.print(f"Class summary: {options.out / 'summary.html'}   grades: {options.out / 'grades.csv'}")
+    return 1 if faults else 0

@@ -1,0 +1,284 @@
+"""`python -m grader batch` on a real Dask cluster of two CPU workers, with a small class built here.
+
+The class mixes every intake form (folders, a .zip, a .tar.gz, hostile archives) and outcomes (full
+marks, the untouched starter, a wrong answer, a crash). Each batch runs as its own process, the
+way a TA runs it, so `kill -9` can hit it in the middle; only `vector_add` is graded, to keep the
+whole file within a minute or two on a two-core machine.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
+import psutil  # noqa: E402  (comes with distributed)
+
+from grader import batch as engine  # noqa: E402
+from grader.cli import main
+from grader.spec import REPO_ROOT
+from test_intake import EXPORT_METADATA, write_bomb, write_tar, write_zip
+
+SUBMISSIONS = REPO_ROOT / "tests" / "submissions" / "vector_add"
+SALT = "correct horse battery staple"
+# Student code that tries to read the TA's secret: it must find nothing.
+SALT_THIEF = b"""import os
+
+def add(x, y):
+    seen = os.environ.get("GRADER_SALT", "") + "|" + os.environ.get("GRADER_SALT_FILE", "")
+    raise RuntimeError("salt=[" + seen + "]")
+"""
+GRADED = {"alice": 4.0, "bob": 0.0, "carol": 0.0, "dave": 4.0, "erin": 0.0, "eve": 0.0}
+REFUSED = {"mallory", "trudy", "zipbomb"}
+
+
+def batch(submissions: Path, out: Path, *extra: str, salt_file: Path | None = None, wait: bool = True):
+    engine = [] if "--scheduler" in extra else ["--device", "cpu", "--workers", "2"]
+    argv = [sys.executable, "-m", "grader", "batch", str(submissions), "--out", str(out),
+            "--assignment", "vector_add", *engine, *extra]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
+    env.update({"GRADER_SALT_FILE": str(salt_file)} if salt_file else {"GRADER_SALT": SALT})
+    # Gradings cut short by kill -9 leave their work folders behind: keep them in this test's own folder.
+    env["TMPDIR"] = str(out.parent / "tmp")
+    (out.parent / "tmp").mkdir(exist_ok=True)
+    process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    if not wait:
+        return process
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, output
+    return output
+
+
+def rows(out: Path) -> list[tuple]:
+    path = out / "gradebook.sqlite"
+    if not path.exists():
+        return []
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+            return db.execute("SELECT student, assignment, submission_hash, grader_version, score, tests, graded_at "
+                              "FROM grades ORDER BY student").fetchall()  # fmt: skip
+    except sqlite3.OperationalError:  # the batch is still creating the table
+        return []
+
+
+def grades_csv(out: Path) -> dict[str, dict[str, str]]:
+    with (out / "grades.csv").open() as file:
+        return {row["student"]: row for row in csv.DictReader(file)}
+
+
+def build_class(root: Path) -> Path:
+    root.mkdir()
+    shutil.copytree(REPO_ROOT / "solutions", root / "alice")
+    shutil.copytree(REPO_ROOT / "starter", root / "bob")
+    shutil.copytree(SUBMISSIONS / "no_tail_mask", root / "carol")
+    solution = (REPO_ROOT / "solutions" / "vector_add" / "vector_add.py").read_bytes()
+    write_zip(root / "dave.zip", {"dave-final/vector_add/vector_add.py": solution})
+    with tarfile.open(root / "erin.tar.gz", "w:gz") as archive:
+        archive.add(SUBMISSIONS / "segfault" / "vector_add", arcname="vector_add")
+    (root / "eve" / "vector_add").mkdir(parents=True)
+    (root / "eve" / "vector_add" / "vector_add.py").write_bytes(SALT_THIEF)
+    write_zip(root / "mallory.zip", {"vector_add/vector_add.py": solution, "../evil.py": b"print('escaped')"})
+    write_tar(root / "trudy.tar.gz", {"vector_add/vector_add.py": solution}, {"vector_add/secrets": "/etc/shadow"})
+    write_bomb(root / "zipbomb.zip")
+    (root / "notes.txt").write_text("not a submission: ignored")
+    return root
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The class, graded once from scratch: (class folder, out folder, salt file, seconds, output)."""
+    root = tmp_path_factory.mktemp("batch")
+    klass = build_class(root / "class")
+    salt_file = root / "salt.txt"
+    salt_file.write_text(SALT + "\n")
+    started = time.monotonic()
+    output = batch(klass, root / "out", salt_file=salt_file)
+    return klass, root / "out", salt_file, time.monotonic() - started, output
+
+
+def test_grades_csv_has_a_row_per_student_and_the_right_scores(graded):
+    _, out, _, _, output = graded
+    table = grades_csv(out)
+    assert list(next(iter(table.values()))) == ["student", "vector_add", "total"]
+    assert set(table) == set(GRADED) | REFUSED
+    for student, score in GRADED.items():
+        assert float(table[student]["vector_add"]) == score == float(table[student]["total"]), (student, output)
+    assert not (out.parent / "evil.py").exists() and not (out / ".unpacked" / "evil.py").exists()
+
+
+def test_every_student_gets_a_results_json_and_a_report(graded):
+    _, out, _, _, _ = graded
+    for student in set(GRADED) | REFUSED:
+        result = json.loads((out / student / "results.json").read_text())
+        assert {"score", "execution_time", "output", "tests", "extra_data"} <= set(result)
+        assert result["extra_data"]["submission"] == student
+        assert "vector_add" in result["extra_data"]["submission_hashes"]
+        assert "<html" in (out / student / "report.html").read_text()
+    reasons = {t["extra_data"]["reason"] for t in json.loads((out / "erin" / "results.json").read_text())["tests"]}
+    assert "crash" in reasons
+
+
+def test_a_refused_archive_costs_its_student_only_with_its_reason(graded):
+    _, out, _, _, _ = graded
+    expected = {"mallory": "outside the submission folder", "trudy": "is a link", "zipbomb": "MiB"}
+    for student, problem in expected.items():
+        tests = json.loads((out / student / "results.json").read_text())["tests"]
+        scored = [t for t in tests if t["extra_data"]["kind"] == "correctness"]
+        assert scored and all(t["extra_data"]["reason"] == "missing_file" for t in scored)
+        assert all(problem in t["output"] and f"{student}." in t["output"] for t in scored)
+        assert sum(t["max_score"] for t in scored) == 4.0  # the same points at stake as everyone else's
+
+
+def test_the_salt_is_used_and_student_code_cannot_read_it(graded):
+    _, out, _, _, _ = graded
+    eve = json.loads((out / "eve" / "results.json").read_text())
+    assert eve["extra_data"]["seeds"] == "salted (secret)"
+    text = json.dumps(eve)
+    assert "salt=[|]" in text and SALT not in text
+
+
+def test_the_summary_page_shows_the_class(graded):
+    _, out, _, _, _ = graded
+    page = (out / "summary.html").read_text()
+    for heading in ("Score distribution", "Pass rate per part", "Commonest failure reasons", "Flagged for review"):
+        assert heading in page
+    assert "<svg" in page and "<style>" in page and "http" not in page  # self-contained
+    assert "vector_add/add" in page and "not_implemented" in page and "wrong_result" in page
+    flagged = page[page.index("Flagged for review"):page.index("Every student")]
+    for student in ("erin", "mallory", "trudy", "zipbomb", "alice", "dave"):  # crash, refused, identical
+        assert f'href="{student}/report.html"' in flagged, student
+    assert 'href="bob/report.html"' not in flagged  # the untouched starter is nobody's copy
+
+
+def test_a_rerun_resumes_and_grades_nothing(graded):
+    klass, out, salt_file, first_seconds, _ = graded
+    before = rows(out)
+    started = time.monotonic()
+    output = batch(klass, out, salt_file=salt_file)
+    seconds = time.monotonic() - started
+    assert "0 to grade" in output and rows(out) == before
+    # The machinery alone (start-up, intake, hashing, every report and the summary): well under a second a student.
+    assert seconds < 1.0 * len(before) and seconds < first_seconds
+
+
+@pytest.fixture
+def scheduler(tmp_path):
+    """A cluster started apart from the batch, as dask-jobqueue would: a scheduler and two workers."""
+    address_file = tmp_path / "scheduler.json"
+    dask = [sys.executable, "-m", "dask"]
+    quiet = {"cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    processes = [subprocess.Popen([*dask, "scheduler", "--scheduler-file", str(address_file), "--port", "0",
+                                   "--no-dashboard"], **quiet)]  # fmt: skip
+    processes.append(subprocess.Popen([*dask, "worker", "--scheduler-file", str(address_file), "--nworkers", "2",
+                                       "--nthreads", "1", "--no-dashboard"], **quiet))  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not address_file.exists() or not address_file.read_text().strip():
+            assert time.monotonic() < deadline, "the scheduler did not start"
+            time.sleep(0.1)
+        yield json.loads(address_file.read_text())["address"]
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def test_regrade_grades_again_and_a_gradescope_export_is_read(tmp_path, repo, scheduler):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "submission_metadata.yml").write_text(EXPORT_METADATA)
+    shutil.copytree(repo / "solutions", export / "submission_111")
+    shutil.copytree(repo / "starter", export / "submission_222" / "my-work")
+    out = tmp_path / "out"
+    assert "on the cluster at" in batch(export, out, "--scheduler", scheduler)  # the device is asked of its workers
+    first = rows(out)
+    assert {r[0]: r[4] for r in first} == {"ada@example.edu": 4.0, "alan@example.edu+grace@example.edu": 0.0}
+    time.sleep(1)  # graded_at has one-second resolution
+    assert "2 to grade" in batch(export, out, "--regrade")
+    again = rows(out)
+    assert [r[:5] for r in again] == [r[:5] for r in first]  # same keys, same scores, nothing doubled
+    assert all(a[6] > f[6] for a, f in zip(again, first)), "--regrade must grade every task again"
+
+
+def test_kill_9_in_the_middle_then_a_rerun_gives_the_clean_grades(graded, tmp_path):
+    klass, clean_out, salt_file, _, _ = graded
+    small = tmp_path / "class"
+    small.mkdir()
+    for student in ("alice", "bob", "carol", "eve"):
+        shutil.copytree(klass / student, small / student)
+    out = tmp_path / "out"
+    process = batch(small, out, salt_file=salt_file, wait=False)
+    deadline = time.monotonic() + 180
+    while not rows(out):
+        assert process.poll() is None and time.monotonic() < deadline, process.stdout.read() if process.poll() else ""
+        time.sleep(0.05)
+    family = psutil.Process(process.pid).children(recursive=True)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    process.stdout.close()
+    at_kill = len(rows(out))
+    _, alive = psutil.wait_procs(family, timeout=60)  # workers follow their parent; gradings finish
+    for leftover in alive:
+        leftover.kill()
+    assert 0 < at_kill < 4, f"the kill came at {at_kill} of 4 rows: not in the middle"
+    output = batch(small, out, salt_file=salt_file)
+    assert f"{at_kill} in the gradebook already, {4 - at_kill} to grade" in output
+    resumed = rows(out)
+    assert len(resumed) == len({r[:4] for r in resumed}) == 4  # nothing lost, nothing doubled
+    clean = {r[0]: r for r in rows(clean_out)}
+    for row in resumed:
+        assert row[:5] == clean[row[0]][:5]
+        reasons = [t["reason"] for t in json.loads(row[5])]
+        assert reasons == [t["reason"] for t in json.loads(clean[row[0]][5])]
+    table, clean_table = grades_csv(out), grades_csv(clean_out)
+    assert table == {s: clean_table[s] for s in table}
+
+
+def test_each_gpu_worker_is_its_own_process_pinned_to_its_own_gpu(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")  # what a TA's shell may already hold
+
+    def pinned(specs: dict) -> list[str]:
+        assert all(s["cls"].__name__ == "Nanny" and s["options"]["nthreads"] == 1 for s in specs.values())
+        return [s["options"]["env"]["CUDA_VISIBLE_DEVICES"] for s in specs.values()]
+
+    assert pinned(engine.worker_specs("cuda", None)) == ["3", "5"]
+    assert pinned(engine.worker_specs("cuda", 3)) == ["3", "5", "3"]  # more workers than GPUs share them
+    assert pinned(engine.worker_specs("cpu", None)) == ["", ""]  # two CPU workers that see no GPU
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["batch", "/no/such/folder", "--out", "x"],
+        ["batch", "tests", "--out", "x", "--assignment", "no_such_assignment"],
+        ["batch", "tests", "--out", "x", "--workers", "0"],
+        ["batch", "tests", "--out", "x", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+        ["batch", "tests"],  # --out is required
+    ],
+)
+def test_batch_usage_errors_exit_2(argv):
+    assert main(argv) == 2
+
+
+def test_an_unreadable_salt_file_and_an_empty_folder_are_usage_errors(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["batch", str(empty), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    monkeypatch.setenv("GRADER_SALT_FILE", str(tmp_path / "missing-salt"))
+    assert main(["batch", str(empty), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
