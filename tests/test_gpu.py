@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import grade, requires_gpu
-from test_wrong_submissions import expectations
+from test_wrong_submissions import expectations, in_scope
 from grader.spec import assignment_names
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
@@ -45,7 +45,7 @@ def test_starter_on_the_gpu_is_not_implemented_and_not_timed(repo):
 def test_bug_earns_its_reason_on_the_gpu(folder, expect):
     reason = expect.get("gpu_reason", expect["reason"])
     result = grade(folder, [folder.parent.name], device="cuda", timeout_s=expect.get("timeout_s"))
-    failed = [t for t in result.tests if t.kind in ("correctness", "performance") and not t.passed]
+    failed = [t for t in in_scope(result, expect) if t.kind in ("correctness", "performance") and not t.passed]
     assert failed, f"{folder.name} passed every case on the GPU"
     wrong_reason = {t.name: f"{t.reason}: {t.output[:300]}" for t in failed if t.reason != reason}
     assert not wrong_reason, f"expected {reason}, got {wrong_reason}"

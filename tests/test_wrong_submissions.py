@@ -2,9 +2,11 @@
 
 Each folder under tests/submissions/<assignment>/<bug>/ is a submission tree plus an
 expect.toml naming the reason the bug must earn, and optionally `timeout_s` (a shorter limit),
-`gpu_reason` (where the GPU tier names it differently) and `tier = "gpu"` (a bug only a GPU
-shows: slow or timing-hostile code). Every failing test of that submission must carry that
-reason, and at least one must fail. tests/test_gpu.py runs the same folders on the GPU tier.
+`gpu_reason` (where the GPU tier names it differently), `tier = "gpu"` (a bug only a GPU shows:
+slow or timing-hostile code) and `parts` (the parts the bug is in, when the submission holds only
+their files; the other parts' tests are then not its concern). Every failing test of those parts
+must carry that reason, and at least one must fail. tests/test_gpu.py runs the same folders on
+the GPU tier.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ def expectations() -> list[tuple]:
     return [(path.parent, tomllib.loads(path.read_text())) for path in found]
 
 
+def in_scope(result, expect: dict) -> list:
+    """The tests of the parts the bug is in (every part, unless expect.toml names some)."""
+    parts = expect.get("parts")
+    return [t for t in result.tests if parts is None or t.part in parts]
+
+
 def _submissions() -> list:
     return [
         pytest.param(folder, id=f"{folder.parent.name}/{folder.name}")
@@ -34,12 +42,12 @@ def test_bug_earns_its_reason(folder):
     expect = tomllib.loads((folder / "expect.toml").read_text())
     assignment = folder.parent.name
     result = grade(folder, [assignment], timeout_s=expect.get("timeout_s"))
-    scored = [t for t in result.tests if t.kind == "correctness"]
+    scored = [t for t in in_scope(result, expect) if t.kind == "correctness" and t.graded]
     failed = [t for t in scored if not t.passed]
     assert failed, f"{folder.name} passed every case: the grader missed the bug"
     wrong_reason = {t.name: f"{t.reason}: {t.output}" for t in failed if t.reason != expect["reason"]}
     assert not wrong_reason, f"expected {expect['reason']} everywhere it fails, got {wrong_reason}"
-    assert result.score < result.graded_max_score
+    assert sum(t.score for t in scored) < sum(t.max_score for t in scored), "the bug must cost points"
     for test in failed:
         assert test.output.strip(), "a failure must say what went wrong"
 
