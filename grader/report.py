@@ -6,6 +6,7 @@ from the network), so a report opens the same on a laptop offline as on a course
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -49,19 +50,57 @@ def status_of(test: TestResult) -> str:
     return "partial" if test.score > 0 else "failed"
 
 
-def print_table(grade: Grade, console: Console | None = None) -> None:
-    console = console or Console()
-    table = Table(title=f"Grades for {grade.submission}", show_lines=False)
-    for column in ("assignment", "test", "status", "reason", "points"):
-        table.add_column(column, justify="right" if column == "points" else "left")
-    colours = {"passed": "green", "partial": "yellow", "failed": "red", "not graded": "dim"}
+COLOURS = {"passed": "green", "partial": "yellow", "failed": "red", "not graded": "dim"}
+CHECKS = {"build": "load", "correctness": "numerics", "performance": "speed", "integrity": "integrity"}
+
+
+def _groups(grade: Grade) -> dict[tuple[str, str, str], list[TestResult]]:
+    """Tests by (assignment, part, kind), in the order they were graded."""
+    groups: dict[tuple[str, str, str], list[TestResult]] = {}
     for test in grade.tests:
-        if test.kind == "build" and test.passed:
+        groups.setdefault((test.assignment, test.part, test.kind), []).append(test)
+    return groups
+
+
+def _group_status(tests: list[TestResult]) -> str:
+    graded = [t for t in tests if t.graded]
+    if not graded:
+        return "not graded"
+    if all(t.passed for t in graded):
+        return "passed"
+    return "partial" if sum(t.score for t in graded) > 0 else "failed"
+
+
+def _reasons(tests: list[TestResult]) -> str:
+    counts = Counter(t.reason for t in tests if not t.passed)
+    return ", ".join(f"{reason} x{n}" if n > 1 else reason for reason, n in counts.most_common()) or "ok"
+
+
+def _points(tests: list[TestResult]) -> str:
+    return f"{sum(t.score for t in tests):.2f}/{sum(t.max_score for t in tests):.2f}"
+
+
+def print_table(grade: Grade, console: Console | None = None) -> None:
+    """One row per part and kind of test (load rows only when a file failed to load), then each
+    part's first failure in one line: enough to know what to fix; the HTML report has the rest."""
+    console = console or Console()
+    table = Table(title=f"Grades for {grade.submission}")
+    for column in ("assignment", "part", "check", "passed", "reasons", "points"):
+        table.add_column(column, justify="right" if column in ("passed", "points") else "left")
+    first_failures = []
+    for (assignment, part, kind), tests in _groups(grade).items():
+        status = _group_status(tests)
+        failed = [t for t in tests if t.graded and not t.passed]
+        if failed and kind != "build":
+            first_failures.append(failed[0])
+        if kind == "build" and status == "passed":
             continue
-        status = status_of(test)
-        table.add_row(test.assignment, test.name.removeprefix(f"{test.assignment}/"),
-                      f"[{colours[status]}]{status}[/]", test.reason, f"{test.score:.2f}/{test.max_score:.2f}")  # fmt: skip
+        passed = f"[{COLOURS[status]}]{sum(t.passed for t in tests)}/{len(tests)}[/]"
+        table.add_row(assignment, part, CHECKS[kind], passed, _reasons(tests), _points(tests))
     console.print(table)
+    for test in first_failures:  # the first thing to fix in each part
+        first_line = test.output.strip().splitlines()[0] if test.output.strip() else ""
+        console.print(f"[red]{test.reason}[/] {test.name}: {first_line[:200]}", highlight=False)
     console.print(summary_line(grade))
 
 

@@ -117,7 +117,7 @@ def gradescope(grade: Grade) -> dict:
 def summary_line(grade: Grade) -> str:
     text = f"Score {grade.score:.2f} of {grade.max_score:.2f}"
     if grade.graded_max_score < grade.max_score:
-        text += f" ({grade.max_score - grade.graded_max_score:.2f} points of speed not graded: no GPU here)"
+        text += f" ({grade.max_score - grade.graded_max_score:.2f} points need a GPU and were not graded here)"
     return text + "."
 
 
