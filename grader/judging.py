@@ -17,6 +17,7 @@ from grader.spec import Assignment, Case, Part
 
 FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering
 HIDDEN_MS = 0.25  # host-visible time the events did not see, beyond the reference's own
+COMPUTE_BOUND_INTENSITY = 10.0  # FLOPs per byte
 
 
 def load_output(outcome: dict, device: str) -> object:
@@ -92,6 +93,10 @@ def speed_metrics(outcome: dict, traffic: dict) -> dict:
         "gbps": gbps,
         "baseline_gbps": nbytes / (baseline_ms * 1e-3) / 1e9,
         "tflops": flops / (student_ms * 1e-3) / 1e12,
+        "baseline_tflops": flops / (baseline_ms * 1e-3) / 1e12,
+        # Above this many FLOPs per byte the arithmetic units, not memory, set the pace on any
+        # current GPU (an H200's ridge is ~164 in float16, ~12 in float32 without TF32).
+        "compute_bound": bool(nbytes) and flops / nbytes > COMPUTE_BOUND_INTENSITY,
         "copy_gbps": outcome.get("copy_gbps"),
         "roofline_share": gbps / outcome["copy_gbps"] if outcome.get("copy_gbps") else None,
         "device_name": outcome.get("device_name"),
@@ -127,7 +132,11 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, task: dict, outc
     metrics["credit"] = part.performance.credit_for(metrics["ratio"])
     full = part.performance.tiers[0][0]
     text = (f"{metrics['student_ms']:.4f} ms vs torch {metrics['baseline_ms']:.4f} ms: {metrics['ratio']:.2f}x "
-            f"(full credit from {full:.2f}x); {metrics['gbps']:.0f} GB/s")
-    if metrics["roofline_share"]:
-        text += f", {metrics['roofline_share']:.0%} of the measured copy bandwidth"
+            f"(full credit from {full:.2f}x); ")
+    if metrics["compute_bound"]:
+        text += f"{metrics['tflops']:.1f} TFLOP/s against torch's {metrics['baseline_tflops']:.1f}"
+    else:
+        text += f"{metrics['gbps']:.0f} GB/s"
+        if metrics["roofline_share"]:
+            text += f", {metrics['roofline_share']:.0%} of the measured copy bandwidth"
     return Verdict("ok" if metrics["credit"] == 1.0 else "too_slow", text, metrics)  # fmt: skip

@@ -57,3 +57,10 @@ def test_launch_overhead_alone_is_not_tampering():
     # A Python-side launch costs some tens of microseconds more host time than torch's.
     metrics = judging.speed_metrics(_outcome(0.12, 0.15, student_hidden=0.06, baseline_hidden=0.02), TRAFFIC)
     assert judging.tampering(metrics) is None
+
+
+def test_a_compute_bound_benchmark_is_reported_in_tflops():
+    matmul = {"bytes": 100_663_296, "flops": 137_438_953_472}  # 4096^3 in float16
+    metrics = judging.speed_metrics(_outcome(0.187, 0.180), matmul)
+    assert metrics["compute_bound"] and metrics["tflops"] == pytest.approx(735, rel=1e-2)
+    assert not judging.speed_metrics(_outcome(0.125, 0.150), TRAFFIC)["compute_bound"]
