@@ -134,18 +134,16 @@ class AssignmentGrading:
         ]  # fmt: skip
 
     def case_verdicts(self, part: Part, build, tasks: list[dict], outcomes: dict) -> list[tuple[Case, Verdict]]:
-        if part.is_cuda and self.device != "cuda":
-            shown = list(part.cases)  # all GPU-tier: shown as not graded here, with their points
-            if build.library is None:
-                return [(case, Verdict(build.reason, build.message)) for case in shown]
-            outcome = outcomes[f"{part.name}:probe"]
-            error = outcome.get("error")
+        probing = part.is_cuda and self.device != "cuda"
+        # A CUDA part's cases are all GPU-tier: without a GPU they are shown, with their points, as not graded.
+        shown = list(part.cases) if probing else [case for case in part.cases if case.runs_on(self.device)]
+        if build is not None and build.library is None:
+            return [(case, Verdict(build.reason, build.message)) for case in shown]
+        if probing:
+            error = outcomes[f"{part.name}:probe"].get("error")
             verdict = Verdict(error["reason"], error["message"]) if error else Verdict(
                 "no_gpu", f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only")
             return [(case, verdict) for case in shown]
-        shown = [case for case in part.cases if case.runs_on(self.device)]
-        if build is not None and build.library is None:
-            return [(case, Verdict(build.reason, build.message)) for case in shown]
         mine = [t for t in tasks if t["part"] == part.name]
         return [(part.cases[t["index"]], self.judge_case(part, t, outcomes[t["id"]])) for t in mine]
 
