@@ -21,6 +21,8 @@ from typing import BinaryIO, Callable, Iterator
 
 import yaml  # installed with dask, which the batch needs anyway
 
+from grader.isolation import graded_files
+
 MAX_BYTES = 50 * 2**20  # a kernel submission is a few kilobytes of source; this leaves room for data files
 MAX_FILES = 2000
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
@@ -49,23 +51,10 @@ class Submission:
             return "archive:" + _file_hash(self.source)
         digest = hashlib.sha256()
         root = self.folder / assignment
-        for path in _graded_files(root):
+        for path in graded_files(root):
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
             digest.update(_file_hash(path).encode() + b"\0")
         return digest.hexdigest()
-
-
-def _graded_files(folder: Path) -> Iterator[Path]:
-    """The files the grader copies (isolation.copy_submission skips links and caches), in sorted order."""
-    if not folder.is_dir():
-        return
-    for entry in sorted(folder.iterdir()):
-        if entry.is_symlink() or entry.name == "__pycache__":
-            continue
-        if entry.is_dir():
-            yield from _graded_files(entry)
-        elif entry.is_file():
-            yield entry
 
 
 def _file_hash(path: Path) -> str:

@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from grader.spec import REPO_ROOT
 
@@ -118,18 +119,27 @@ class ChildRun:
         return "crash", f"the process exited with status {code} in the middle of the call (sys.exit or os._exit?){detail}"
 
 
-def copy_submission(source: Path, destination: Path) -> None:
-    """Copy one assignment folder of a submission; links are skipped, never followed."""
-    destination.mkdir(parents=True, exist_ok=True)
-    if not source.is_dir():
+def graded_files(folder: Path) -> Iterator[Path]:
+    """The files of a submission folder that the grader uses, in sorted order: links are skipped,
+    never followed (one could point at solutions/), and so are Python's caches."""
+    if not folder.is_dir():
         return
-    for entry in source.iterdir():
+    for entry in sorted(folder.iterdir()):
         if entry.is_symlink() or entry.name == "__pycache__":
             continue
         if entry.is_dir():
-            copy_submission(entry, destination / entry.name)
+            yield from graded_files(entry)
         elif entry.is_file():
-            shutil.copyfile(entry, destination / entry.name)
+            yield entry
+
+
+def copy_submission(source: Path, destination: Path) -> None:
+    """Copy one assignment folder of a submission: its graded files and nothing else."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for path in graded_files(source):
+        target = destination / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
 
 
 def child_environment(device: str) -> dict[str, str]:
