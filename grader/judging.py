@@ -38,7 +38,27 @@ def integrity(part: Part, outcome: dict) -> Verdict | None:
         others = ", ".join(sorted({launch["kernel"] for launch in launches}))
         seen = f" (kernels launched, none defined in your files: {others})" if others else ""
         return Verdict("no_kernel_launched", f"no Triton kernel of yours was launched during the call{seen}")
-    return None
+    return fusion(part, outcome)
+
+
+def fusion(part: Part, outcome: dict) -> Verdict | None:
+    """A fused part moves its data once: every extra kernel, and every torch op that touches data,
+    is another round trip through memory."""
+    if part.max_kernels is None:
+        return None
+    per_call = len(outcome.get("launches", [])) / max(outcome.get("calls", 1), 1)
+    compute = outcome.get("compute_ops", [])
+    if per_call <= part.max_kernels and not compute:
+        return None
+    seen = []
+    if per_call > part.max_kernels:
+        names = ", ".join(dict.fromkeys(launch["kernel"] for launch in outcome["launches"]))
+        seen.append(f"{per_call:g} kernel launches per call ({names})")
+    if compute:
+        seen.append("torch ops that each run a kernel of their own (" + ", ".join(f"aten::{op}" for op in compute) + ")")
+    limit = "one kernel" if part.max_kernels == 1 else f"at most {part.max_kernels} kernels"
+    return Verdict("not_fused", f"this part must be {limit} and nothing else; the call ran {' and '.join(seen)}",
+                   {"kernels_per_call": per_call, "compute_ops": compute})  # fmt: skip
 
 
 def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcome: dict, device: str) -> Verdict:

@@ -36,6 +36,9 @@ class _OpRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         self.monitor.ops.add(name)
+        if not (func.is_view or name in ALLOCATORS):
+            # Everything but views and fresh allocations touches data: on a GPU, a kernel of torch's.
+            self.monitor.compute_ops.add(name)
         result = func(*args, **(kwargs or {}))
         if name in ALLOCATORS and isinstance(result, torch.Tensor) and result.numel() > 0:
             guarded = guarded_empty(result)
@@ -48,6 +51,7 @@ class _OpRecorder(TorchDispatchMode):
 class CallMonitor:
     own_root: Path  # kernels defined in files under this folder are the student's own
     ops: set[str] = field(default_factory=set)
+    compute_ops: set[str] = field(default_factory=set)
     launches: list[Launch] = field(default_factory=list)
     allocations: list[Guarded] = field(default_factory=list)
 

@@ -82,6 +82,7 @@ class Part:
     output_shape: str | None = None  # cuda: reference.py's (**inputs) -> the output's shape
     not_implemented_code: int = -1  # cuda: what an untouched stub's launcher returns
     repeats: int = 1  # GPU tier: runs of each case on the same inputs, which must agree bit for bit
+    max_kernels: int | None = None  # a fused part: at most this many kernel launches and no aten compute
 
     @property
     def is_cuda(self) -> bool:
@@ -139,7 +140,7 @@ class _Table:
 
     def positive(self, key: str, kind: type | tuple[type, ...] = (int, float), default: Any = ...) -> Any:
         value = self.get(key, kind, "a positive number", default)
-        if value <= 0:
+        if value is not None and value <= 0:
             raise self.fail(key, "a positive number")
         return value
 
@@ -227,6 +228,7 @@ def _part(table: _Table) -> Part:
         output_shape=table.get("output_shape", str, "a function name in reference.py", None),
         not_implemented_code=table.get("not_implemented_code", int, "an integer return code", -1),
         repeats=table.positive("repeats", int, 1),
+        max_kernels=table.positive("max_kernels", int, None),
     )
     points.finish()
     table.finish()

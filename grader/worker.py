@@ -118,6 +118,8 @@ class Worker:
             "modified_inputs": modified,
             "overrun": monitor.overrun_of(out) if isinstance(out, torch.Tensor) else 0,
             "ops": sorted(monitor.ops),
+            "compute_ops": sorted(monitor.compute_ops),
+            "calls": task.get("repeats", 1),
             "launches": [vars(launch) for launch in monitor.launches],
             "unstable": unstable,
             "seconds": seconds,

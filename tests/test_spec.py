@@ -46,6 +46,7 @@ def _broken(tmp_path, repo, old: str, new: str):
         ("[[parts.cases]]", "[[parts.cases]]\nsize = 3", r"unknown key\(s\): size"),
         ("tiers = [[", "tiers = [[0.1, 1.0], [", r"key 'tiers': expected .* best ratio first"),
         ("[parts.tolerance.float16]", "[parts.tolerance.float17]", r"key 'float17': expected a dtype table"),
+        ('kernel = "triton"', 'kernel = "triton"\nmax_kernels = 0', r"key 'max_kernels': expected a positive number"),
     ],
 )
 def test_bad_file_names_path_key_and_expectation(tmp_path, repo, old, new, expected):
