@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 SUBMISSION ?= starter
 SUBMISSIONS ?= submissions
 OUT ?= graded
+RELEASE ?= release
 
 .PHONY: grade test test-gpu bench batch release clean
 
@@ -27,8 +28,9 @@ bench: $(VENV)/.ready
 batch: $(VENV)/.ready
 	$(PY) -m grader batch $(SUBMISSIONS) --out $(OUT)
 
-release:
-	@echo "make release: the student bundle is not built by this version yet" >&2; exit 1
+release: $(VENV)/.ready
+	$(PY) -m grader release --out $(RELEASE)
+	$(PY) -m grader gradescope --out $(RELEASE)-autograder.zip
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -1,4 +1,4 @@
-"""`python -m grader grade|batch ...` (DESIGN.md section 4).
+"""`python -m grader grade|batch|release|gradescope ...` (DESIGN.md section 4).
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.
@@ -43,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=int, help="worker processes (default: one per GPU, or 2 on the CPU)")
     batch.add_argument("--scheduler", help="address of a running Dask scheduler to join (e.g. tcp://host:8786)")
     batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
+    release = commands.add_parser("release", help="write the student bundle: no solutions, no known-wrong submissions")
+    release.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
+    gradescope = commands.add_parser("gradescope", help="write Gradescope's autograder zip")
+    gradescope.add_argument("--out", type=Path, default=Path("autograder.zip"), help="the zip to write")
     return parser
 
 
@@ -94,6 +98,30 @@ def batch(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(str(error)) from None
 
 
+def release(args: argparse.Namespace, console: Console) -> int:
+    from grader import release as bundle
+
+    try:
+        files = bundle.build(args.out)
+    except bundle.ReleaseError as error:
+        raise UsageError(str(error)) from None
+    console.print(f"Student bundle: {args.out} ({len(files)} files; no solutions/). "
+                  "Check it with `make test` inside it.")  # fmt: skip
+    return 0
+
+
+def gradescope(args: argparse.Namespace, console: Console) -> int:
+    from grader import gradescope as autograder
+
+    names = autograder.build_zip(args.out)
+    console.print(f"Gradescope autograder: {args.out} ({len(names)} files). Upload it as the assignment's "
+                  "autograder; run_autograder grades /autograder/submission.")  # fmt: skip
+    return 0
+
+
+COMMANDS = {"grade": grade, "batch": batch, "release": release, "gradescope": gradescope}
+
+
 def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False)
     try:
@@ -101,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # argparse's own usage errors
         return USAGE_ERROR if stop.code else 0
     try:
-        return grade(args, console) if args.command == "grade" else batch(args, console)
+        return COMMANDS[args.command](args, console)
     except (UsageError, DeviceError) as error:
         console.print(f"[red]error:[/] {error}")
         return USAGE_ERROR

@@ -4,28 +4,42 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from grader.release import MARKER
 from grader.spec import assignment_names, load_assignments
+
+
+@pytest.fixture
+def solutions(repo):
+    """solutions/, or a skip in a student bundle (marked by its release file), which has none."""
+    if (repo / MARKER).exists():
+        assert not (repo / "solutions").exists(), "a student bundle must not hold solutions/"
+        pytest.skip("a student bundle: solutions/ is left out on purpose")
+    return repo / "solutions"
 
 
 def _folders(repo, top: str) -> set[str]:
     return {p.name for p in (repo / top).iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
 
 
-def test_assignments_starter_and_solutions_agree(repo):
+def test_assignments_and_starter_agree(repo):
     names = set(assignment_names())
     assert names, "no assignment found"
     assert _folders(repo, "assignments") == names
     assert _folders(repo, "starter") == names, "every assignment needs a starter/ folder, and only those"
-    assert _folders(repo, "solutions") == names, "every assignment needs a solutions/ folder, and only those"
-
-
-def test_starter_and_solution_have_the_same_files(repo):
     for assignment in load_assignments():
         starter = {p.name for p in (repo / "starter" / assignment.name).iterdir() if p.is_file()}
-        solution = {p.name for p in (repo / "solutions" / assignment.name).iterdir() if p.is_file()}
-        assert starter == solution, assignment.name
         for part in assignment.parts:
             assert part.file in starter, f"{assignment.name}: {part.file} is graded but not in starter/"
+
+
+def test_every_assignment_has_solutions_with_the_starter_files(repo, solutions):
+    assert _folders(repo, "solutions") == set(assignment_names()), "every assignment needs a solutions/ folder, and only those"
+    for assignment in load_assignments():
+        starter = {p.name for p in (repo / "starter" / assignment.name).iterdir() if p.is_file()}
+        solution = {p.name for p in (solutions / assignment.name).iterdir() if p.is_file()}
+        assert starter == solution, assignment.name
 
 
 def test_each_assignment_has_a_handout(repo):
