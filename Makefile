@@ -23,7 +23,8 @@ test-gpu: $(VENV)/.ready
 	$(PY) -m pytest -m gpu
 
 bench: $(VENV)/.ready
-	$(PY) -m grader grade --submission $(SUBMISSION) --device cuda
+	$(PY) -m pytest tests/bench_kernels.py --submission $(SUBMISSION) \
+		--benchmark-autosave --benchmark-compare --benchmark-columns=min,median,max,rounds
 
 batch: $(VENV)/.ready
 	$(PY) -m grader batch $(SUBMISSIONS) --out $(OUT)

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 CPU_STACK = ["torch==2.13.0", "triton==3.9.0"]
 LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest", "numpy": "numpy"}  # module -> package
-# Only `batch` needs these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil). A GPU
+# Only `batch` and `make bench` need these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil). A GPU
 # image without them and without a network still grades: `make grade` and `make test` go on without.
-OPTIONAL = {"distributed": "dask[distributed]"}
+OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benchmark"}
 
 
 def venv_python() -> Path:

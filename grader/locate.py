@@ -42,6 +42,27 @@ def ranges(mask: torch.Tensor, limit: int = 6) -> str:
     return ", ".join(text) + more
 
 
+def _block_hint(mask: torch.Tensor, axis: str) -> str | None:
+    """What a band of bad rows or columns says about the block size, when it says anything: a
+    wrong stretch from a multiple of a power of two to the end, shorter than that power, is the
+    last block (its mask); everything wrong after the first block is a grid of one block."""
+    extent = mask.numel()
+    bad = torch.nonzero(mask).flatten()
+    if not 0 < bad.numel() < extent:
+        return None
+    first = int(bad[0])
+    if first == 0 or not bool(mask[first:].all()):
+        return None
+    block = first & -first  # the largest power of two that divides `first`
+    span = extent - first
+    if block >= 8 and span < block:
+        return (f"{axis} {first}-{extent - 1} are wrong, and {first} = {first // block} x {block}: the last block "
+                f"of {block} (or of a multiple of it) is wrong; look at its mask")
+    if first == block and span >= block:
+        return f"only the first {block} {axis} are right: as if one block of {block} were computed; look at the grid"
+    return None
+
+
 def bad_map(bad: torch.Tensor) -> dict:
     """The share of bad elements per tile, with the tile size that the grid uses."""
     matrix = as_matrix(bad)
@@ -63,6 +84,7 @@ def bad_map(bad: torch.Tensor) -> dict:
         "bad_cols": int(bad_cols.sum()),
         "bad_row_ranges": ranges(bad_rows),
         "bad_col_ranges": ranges(bad_cols),
+        "hints": [h for h in (_block_hint(bad_rows, "rows"), _block_hint(bad_cols, "columns")) if h],
     }
 
 
@@ -71,7 +93,8 @@ def describe(where: dict) -> str:
     text = f"bad rows: {where['bad_row_ranges']} ({where['bad_rows']} of {rows})"
     if rows == 1:
         text = "bad elements"
-    return f"{text}; bad columns: {where['bad_col_ranges']} ({where['bad_cols']} of {cols})"
+    text = f"{text}; bad columns: {where['bad_col_ranges']} ({where['bad_cols']} of {cols})"
+    return "; ".join([text, *where.get("hints", [])])
 
 
 def worst(out: torch.Tensor, ref: torch.Tensor, error: torch.Tensor, count: int = 5) -> list[dict]:

@@ -27,3 +27,12 @@ def grade(submission: Path, assignments: list[str], device: str = "cpu", timeout
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO_ROOT
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--submission", default=str(REPO_ROOT / "starter"), help="the folder `make bench` times")
+
+
+@pytest.fixture(scope="session")
+def submission_dir(request) -> Path:
+    return Path(request.config.getoption("--submission")).resolve()
