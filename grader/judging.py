@@ -17,6 +17,10 @@ from grader.spec import Assignment, Case, Part
 
 FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering
 HIDDEN_MS = 0.25  # host-visible time the events did not see, beyond the reference's own
+# ... or this share of the event time, if more. An honest call's host-only time is a constant
+# (recording events, waking from the synchronize), the reference's own: it does not grow with
+# the kernel, so a share above this means work the events never saw.
+HIDDEN_SHARE = 0.5
 COMPUTE_BOUND_INTENSITY = 10.0  # FLOPs per byte
 
 
@@ -109,7 +113,7 @@ def tampering(metrics: dict) -> str | None:
         return (f"{metrics['student_ms']:.4f} ms is under half the time that moving {metrics['bytes']} bytes takes at "
                 f"the device's measured copy bandwidth ({floor_ms:.4f} ms): the events did not time the real work")
     hidden = metrics["student_hidden_ms"] - metrics["baseline_hidden_ms"]
-    if hidden > max(HIDDEN_MS, 2 * metrics["student_ms"]):
+    if hidden > max(HIDDEN_MS, HIDDEN_SHARE * metrics["student_ms"]):
         return (f"the host waited {hidden:.3f} ms per call beyond what the CUDA events saw: work ran outside the "
                 "timed stream (a side stream, or work left lazy)")
     return None  # fmt: skip
