@@ -17,6 +17,10 @@ from grader.spec import Assignment, Case, Part
 
 FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering
 HIDDEN_MS = 0.25  # host-visible time the events did not see, beyond the reference's own
+# ... or this share of the event time, if more. An honest call's host-only time is a constant
+# (recording events, waking from the synchronize), the reference's own: it does not grow with
+# the kernel, so a share above this means work the events never saw.
+HIDDEN_SHARE = 0.5
 COMPUTE_BOUND_INTENSITY = 10.0  # FLOPs per byte
 
 
@@ -61,10 +65,38 @@ def fusion(part: Part, outcome: dict) -> Verdict | None:
                    {"kernels_per_call": per_call, "compute_ops": compute})  # fmt: skip
 
 
+def harness_tampering(outcome: dict) -> Verdict | None:
+    """The child saw the harness's objects rebound, or the result is not a plain tensor."""
+    patched = outcome.get("patched")
+    if patched:
+        objects = patched["objects"]
+        names = ", ".join(objects[:6]) + (f" and {len(objects) - 6} more" if len(objects) > 6 else "")
+        when = "while your file was imported" if patched["at_import"] else "during a call"
+        return Verdict("tampering", f"{names} {'was' if len(objects) == 1 else 'were'} replaced {when}: the grader's "
+                       "clocks, CUDA events and functions are not yours to change", {"patched": objects})  # fmt: skip
+    output = outcome.get("output", {})
+    if output.get("type") == "Tensor subclass":
+        return Verdict("tampering", f"returned a {output['class']}, a subclass of torch.Tensor: its methods would run your "
+                       "code while the grader reads the result, outside the call; return a plain torch.Tensor")  # fmt: skip
+    return None
+
+
+def aliasing(observed: dict) -> Verdict | None:
+    """The output is an input, or a view of one (an input changed in place earns input_modified instead)."""
+    aliases = observed.get("aliases", [])
+    if aliases and not observed.get("modified_inputs"):
+        return Verdict("tampering", f"the returned tensor shares memory with the input {', '.join(aliases)}: it is "
+                       "that input or a view of it, so the grader's own input doubles as your result; return a new tensor")  # fmt: skip
+    return None
+
+
 def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcome: dict, device: str) -> Verdict:
+    verdict = harness_tampering(outcome)
+    if verdict:
+        return verdict
     if "error" in outcome:
         return Verdict(outcome["error"]["reason"], outcome["error"]["message"])
-    verdict = integrity(part, outcome)
+    verdict = integrity(part, outcome) or aliasing(outcome)
     if verdict:
         return verdict
     inputs = cases.make_inputs(assignment, part, case, seed, device)
@@ -84,7 +116,33 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcom
                 "a race, such as a missing __syncthreads or a read of memory another thread has not written yet")
         message = race if verdict.ok else f"{verdict.message}; and {race}"
         return Verdict("wrong_result", message, {**verdict.metrics, "unstable": unstable})
+    if verdict.ok and "followup" in outcome:
+        return judge_followup(assignment, part, case, outcome["followup"], device) or verdict
     return verdict
+
+
+def judge_followup(assignment: Assignment, part: Part, case: Case, followup: dict, device: str) -> Verdict | None:
+    """A second call, on new inputs of the same shape written into the same memory as the first
+    ones, must return a new tensor computed from them: a cached result comes back stale."""
+    verdict = harness_tampering(followup) or aliasing(followup)
+    if verdict:
+        return verdict
+    inputs = cases.make_inputs(assignment, part, case, followup["seed"], device)
+    reference = cases.reference_output(assignment, part, inputs)
+    checked = numerics.judge(load_output(followup, device), reference, cases.DTYPES[case.dtype],
+                             part.tolerance_for(case.dtype), followup.get("modified_inputs", []),
+                             followup.get("overrun", 0))  # fmt: skip
+    if not checked.ok and followup.get("same_as_first"):
+        return Verdict("tampering", "a second call, on new inputs of the same shape in the same memory, returned the "
+                       "first call's output again, bit for bit: the result was cached (by shape or by data_ptr()) "
+                       "instead of computed from each call's inputs", checked.metrics)  # fmt: skip
+    if followup.get("reuses_first_output"):
+        return Verdict("tampering", "a second call returned a tensor in the memory of the first call's output, "
+                       "overwriting it: return a new tensor from every call, not a buffer kept from an earlier one")  # fmt: skip
+    if not checked.ok:
+        return Verdict(checked.reason, f"on a second call, with new inputs of the same shape: {checked.message}",
+                       checked.metrics)  # fmt: skip
+    return None
 
 
 def _median(samples: list[float]) -> float:
@@ -129,7 +187,7 @@ def tampering(metrics: dict) -> str | None:
         return (f"{metrics['student_ms']:.4f} ms is under half the time that moving {metrics['bytes']} bytes takes at "
                 f"the device's measured copy bandwidth ({floor_ms:.4f} ms): the events did not time the real work")
     hidden = metrics["student_hidden_ms"] - metrics["baseline_hidden_ms"]
-    if hidden > max(HIDDEN_MS, 2 * metrics["student_ms"]):
+    if hidden > max(HIDDEN_MS, HIDDEN_SHARE * metrics["student_ms"]):
         return (f"the host waited {hidden:.3f} ms per call beyond what the CUDA events saw: work ran outside the "
                 "timed stream (a side stream, or work left lazy)")
     return None  # fmt: skip
@@ -137,6 +195,9 @@ def tampering(metrics: dict) -> str | None:
 
 def judge_bench(assignment: Assignment, part: Part, case: Case, task: dict, outcome: dict, device: str) -> Verdict:
     """The speed verdict, with credit in the metrics; the output of a timed call must be right too."""
+    verdict = harness_tampering(outcome)
+    if verdict:
+        return verdict
     if "error" in outcome:
         return Verdict(outcome["error"]["reason"], outcome["error"]["message"])
     inputs = cases.make_inputs(assignment, part, case, task["pool_seeds"][outcome["keep_pool_index"]], device)

@@ -11,6 +11,11 @@ Each step is on its own line below, with the reason for it:
 - time each call with CUDA events on the current stream, with the GPU kept busy while the host
   launches it (so launch overhead is not counted), and also with a synchronized host clock:
   work hidden on another stream shows as host time that the events did not see;
+- read a call's output only after a device-wide synchronize, so work left running on another
+  stream is finished (or shows as hidden time) before anything is checked;
+- use the clocks, events and synchronization captured below when the grader was imported,
+  before any student code ran: rebinding `torch.cuda.Event.elapsed_time` or `time.perf_counter`
+  changes no measurement (and the child reports it as tampering: monitor.HarnessSnapshot);
 - a fixed number of repetitions; report medians and spread; a result close to a tier edge is
   measured once more and the samples pooled.
 """
@@ -27,6 +32,16 @@ from grader.spec import Performance
 
 SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than any launch overhead
 
+# The harness's own references, taken at import, before any student code runs.
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed_ms = torch.cuda.Event.elapsed_time
+_event_synchronize = torch.cuda.Event.synchronize
+_synchronize = torch.cuda.synchronize
+_current_stream = torch.cuda.current_stream
+_spin = torch.cuda._sleep
+_perf_counter = time.perf_counter
+
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
     l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
@@ -40,32 +55,35 @@ def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, repeats: int = 1
     dst.copy_(src)
     times = []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _record(start)
         dst.copy_(src)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+        _record(end)
+        _event_synchronize(end)
+        times.append(_elapsed_ms(start, end))
     return 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9
 
 
 def _timed_call(fn: Callable, inputs: dict, flush: torch.Tensor) -> tuple[float, float, object]:
-    torch.cuda.synchronize()  # a clean start: nothing of the previous call is still running
-    begin, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-    wall_start = time.perf_counter()
-    begin.record()
+    _synchronize()  # a clean start: nothing of the previous call is still running
+    # The events go on the stream that is current now, named explicitly: a call that switches
+    # the current stream cannot move its own end event.
+    stream = _current_stream()
+    begin, start, end = (_Event(enable_timing=True) for _ in range(3))
+    wall_start = _perf_counter()
+    _record(begin, stream)
     flush.sum()  # evict the L2 by reading: the next call reads its inputs from HBM
     # Keep the GPU busy while the host launches the call, so the events time the kernels and
     # not the host's launch overhead (tens of microseconds for a Python-side Triton launch).
-    torch.cuda._sleep(SPIN_CYCLES)
-    start.record()
+    _spin(SPIN_CYCLES)
+    _record(start, stream)
     out = fn(**inputs)
-    end.record()
-    torch.cuda.synchronize()  # everything the call launched, on any stream, is done
-    wall_ms = (time.perf_counter() - wall_start) * 1e3
-    # Host time the default stream cannot account for: work hidden on another stream shows here.
-    hidden_ms = wall_ms - begin.elapsed_time(end)
-    return start.elapsed_time(end), hidden_ms, out
+    _record(end, stream)
+    _synchronize()  # device-wide: everything the call launched, on any stream, is done
+    wall_ms = (_perf_counter() - wall_start) * 1e3
+    # Host time the timed stream cannot account for: work hidden on another stream shows here.
+    hidden_ms = wall_ms - _elapsed_ms(begin, end)
+    return _elapsed_ms(start, end), hidden_ms, out
 
 
 def _rounds(student, baseline, pool, repetitions, flush, samples, keep_at) -> object:
@@ -94,7 +112,7 @@ def measure(student: Callable, baseline: Callable, pool: list[dict], perf: Perfo
     for fn in (student, baseline):  # warm-up: compile, autotune, allocate
         for inputs in pool[:2]:
             fn(**inputs)
-    torch.cuda.synchronize()
+    _synchronize()
     flush = l2_flush_buffer(device)
     samples = {who: {"event_ms": [], "hidden_ms": []} for who in ("student", "baseline")}
     kept = _rounds(student, baseline, pool, perf.repetitions, flush, samples, keep_at)

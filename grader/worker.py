@@ -9,6 +9,7 @@ and scores are the parent's. Started by isolation.py as a fresh interpreter, nev
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -19,11 +20,18 @@ import torch
 
 from grader import cases, poison, timing
 from grader.launcher import CudaEntry
-from grader.monitor import CallMonitor, install_triton_hooks
+from grader.monitor import CallMonitor, HarnessSnapshot, install_triton_hooks
 from grader.spec import Assignment, Part, load_assignment
 from grader.submission import SubmissionError, entry_point, load_module, student_frames
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
+FOLLOWUP_SEED_OFFSET = 1  # a case's second call draws its new inputs from the case's seed plus this
+
+# The harness's own references, taken when the grader is imported, before any student code runs:
+# a submission that rebinds them changes nothing here, and is reported (monitor.HarnessSnapshot).
+_synchronize = torch.cuda.synchronize
+_perf_counter = time.perf_counter
+_dumps = json.dumps
 
 
 def classify(error: BaseException, root: Path) -> dict:
@@ -64,9 +72,13 @@ class Worker:
         self.entries: dict[str, object] = {}
         if any(p.kernel == "triton" for p in self.assignment.parts):
             install_triton_hooks()
+        # Taken last, before any student code is imported. The bound method is kept, so rebinding
+        # HarnessSnapshot.changed later cannot silence the check.
+        self.harness_changed = HarnessSnapshot.take().changed
+        self.patched_at_import: list[str] = []
 
     def send(self, message: dict) -> None:
-        self.channel.write(json.dumps(message) + "\n")
+        self.channel.write(_dumps(message) + "\n")
         self.channel.flush()
 
     def entry(self, part: Part):
@@ -76,6 +88,7 @@ class Worker:
                 self.entries[part.name] = self.load_entry(part)
             except SubmissionError as error:
                 self.entries[part.name] = error
+            self.patched_at_import = self.patched_at_import or self.harness_changed()
         found = self.entries[part.name]
         if isinstance(found, SubmissionError):
             raise found
@@ -89,13 +102,16 @@ class Worker:
         return entry_point(module, path, part.entry)
 
     def synchronize(self) -> None:
+        """Device-wide: work the call left running on any stream is done before its output is read."""
         if self.device == "cuda":
-            torch.cuda.synchronize()
+            _synchronize()
 
-    def save(self, task: dict, out: object) -> dict:
-        if not isinstance(out, torch.Tensor):
+    def save(self, name: str, out: object) -> dict:
+        if type(out) is not torch.Tensor:
+            if isinstance(out, torch.Tensor):  # a subclass's methods would run student code as we read it
+                return {"type": "Tensor subclass", "class": type(out).__qualname__}
             return {"type": type(out).__name__}
-        path = self.outputs / f"{task['id'].replace(':', '_')}.pt"
+        path = self.outputs / f"{name.replace(':', '_')}.pt"
         torch.save(out.detach().to("cpu", copy=True).contiguous(), path)
         return {"type": "Tensor", "file": str(path)}
 
@@ -105,29 +121,66 @@ class Worker:
         inputs = cases.make_inputs(self.assignment, part, case, task["seed"], self.device)
         guarded = {name: poison.guarded_copy(t) for name, t in inputs.items()}
         given = {name: g.tensor for name, g in guarded.items()}
-        started = time.perf_counter()
+        started = _perf_counter()
+        # The monitor is entered around student calls only: the harness's own work between them
+        # (comparisons, new inputs) must not count as the student's ops or allocations.
         with CallMonitor(self.root) as monitor, torch.no_grad():
             out = entry(**given)
-            self.synchronize()
             # Further runs on the same inputs must agree bit for bit: a race shows as drift.
-            unstable = sum(self.differs(out, entry(**given)) for _ in range(task.get("repeats", 1) - 1))
-        seconds = time.perf_counter() - started
-        modified = [name for name, t in given.items() if not poison.same_bits(t, inputs[name])]
+            again = [entry(**given) for _ in range(task.get("repeats", 1) - 1)]
+        seconds = _perf_counter() - started
+        observed = self.observe(task["id"], out, given, inputs, monitor)
+        observed["unstable"] = sum(self.differs(out, other) for other in again)
+        if "file" in observed["output"] and self.wants_followup(part, task):
+            observed["followup"] = self.followup(part, task, out, given, monitor)
         return {
-            "output": self.save(task, out),
-            "modified_inputs": modified,
-            "overrun": monitor.overrun_of(out) if isinstance(out, torch.Tensor) else 0,
+            **observed,
             "ops": sorted(monitor.ops),
             "compute_ops": sorted(monitor.compute_ops),
             "calls": task.get("repeats", 1),
             "launches": [vars(launch) for launch in monitor.launches],
-            "unstable": unstable,
             "seconds": seconds,
         }
 
-    def differs(self, first: object, again: object) -> int:
-        """Elements of a repeated run's output that differ from the first run's, bit for bit."""
+    def observe(self, name: str, out: object, given: dict, expected: dict, monitor: CallMonitor) -> dict:
+        """What the parent needs to judge one returned value, read after a device-wide synchronize."""
         self.synchronize()
+        observed = {
+            "output": self.save(name, out),
+            "modified_inputs": [n for n, t in given.items() if not poison.same_bits(t, expected[n])],
+        }
+        if "file" in observed["output"]:  # a plain tensor: safe to inspect
+            observed["overrun"] = monitor.overrun_of(out)
+            observed["aliases"] = [n for n, t in given.items() if _shares_memory(out, t)]
+        return observed
+
+    def wants_followup(self, part: Part, task: dict) -> bool:
+        """Every case on a GPU; on the CPU tier, where the interpreter is slow, the part's smallest case."""
+        if self.device == "cuda":
+            return True
+        tier = [i for i, case in enumerate(part.cases) if case.runs_on(self.device)]
+        return task["index"] == min(tier, key=lambda i: math.prod(part.cases[i].shape))
+
+    def followup(self, part: Part, task: dict, first: torch.Tensor, given: dict, monitor: CallMonitor) -> dict:
+        """Call again on new inputs of the same shape, written into the same memory as the first
+        ones: an output cached by shape or by `data_ptr()` comes back stale, and an output that
+        reuses the memory of the first one shows as such."""
+        seed = task["seed"] + FOLLOWUP_SEED_OFFSET
+        fresh = cases.make_inputs(self.assignment, part, part.cases[task["index"]], seed, self.device)
+        before = first.detach().clone()  # the first output as returned, whatever the second call does to it
+        for name, tensor in given.items():
+            tensor.copy_(fresh[name])
+        with monitor, torch.no_grad():
+            out = self.entry(part)(**given)
+        observed = self.observe(f"{task['id']}:followup", out, given, fresh, monitor)
+        if "file" in observed["output"]:
+            observed["reuses_first_output"] = _shares_memory(out, first)
+            observed["same_as_first"] = poison.same_bits(out, before)
+        return {"seed": seed, **observed}
+
+    @staticmethod
+    def differs(first: object, again: object) -> int:
+        """Elements of a repeated run's output that differ from the first run's, bit for bit."""
         if not (isinstance(first, torch.Tensor) and isinstance(again, torch.Tensor)) or first.shape != again.shape:
             return 0
         return poison.bits_differing(first, again)
@@ -151,7 +204,7 @@ class Worker:
         del pool
         if "copy_gbps" not in self.job:
             self.job["copy_gbps"] = timing.copy_bandwidth(torch.device(self.device))
-        return {**measured, "output": self.save(task, kept), "copy_gbps": self.job["copy_gbps"],
+        return {**measured, "output": self.save(task["id"], kept), "copy_gbps": self.job["copy_gbps"],
                 "device_name": torch.cuda.get_device_name()}
 
     def run(self) -> None:
@@ -164,12 +217,21 @@ class Worker:
                 outcome = run(part, task)
             except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
                 outcome = {"error": classify(error, self.root)}
+            patched = self.harness_changed()
+            if patched:  # looked at after every task: at import, during a call or while timing
+                outcome["patched"] = {"objects": patched, "at_import": bool(self.patched_at_import)}
             self.send({"event": "done", "task": task["id"], "outcome": outcome})
             if outcome.get("error", {}).get("fatal"):
                 os._exit(3)  # a dead CUDA context: the parent resumes in a fresh process
             if self.device == "cuda":
                 torch.cuda.empty_cache()
         self.send({"event": "finished"})
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two plain tensors live in the same allocation (one is the other, or a view of it)."""
+    pointer = a.untyped_storage().data_ptr()
+    return pointer != 0 and pointer == b.untyped_storage().data_ptr()
 
 
 def _die_with(parent_pid: int) -> None:

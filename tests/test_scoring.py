@@ -64,3 +64,20 @@ def test_a_compute_bound_benchmark_is_reported_in_tflops():
     metrics = judging.speed_metrics(_outcome(0.187, 0.180), matmul)
     assert metrics["compute_bound"] and metrics["tflops"] == pytest.approx(735, rel=1e-2)
     assert not judging.speed_metrics(_outcome(0.125, 0.150), TRAFFIC)["compute_bound"]
+
+
+def test_hidden_time_counts_only_beyond_the_reference_s_own():
+    # A slow host: both calls show 0.3 ms that the events did not see. Nothing is hidden.
+    metrics = judging.speed_metrics(_outcome(0.12, 0.15, student_hidden=0.30, baseline_hidden=0.30), TRAFFIC)
+    assert judging.tampering(metrics) is None
+    metrics = judging.speed_metrics(_outcome(0.12, 0.15, student_hidden=0.56, baseline_hidden=0.30), TRAFFIC)
+    assert "outside the timed stream" in judging.tampering(metrics)
+
+
+def test_a_long_call_may_not_hide_a_large_share_of_its_work():
+    # 1 ms on the events and 0.8 ms more on the host clock: the events missed 44% of the work.
+    # (An honest call's host-only time is a constant, the reference's own; it does not grow.)
+    metrics = judging.speed_metrics(_outcome(1.0, 1.2, student_hidden=0.82), TRAFFIC)
+    assert "outside the timed stream" in judging.tampering(metrics)
+    metrics = judging.speed_metrics(_outcome(1.0, 1.2, student_hidden=0.40), TRAFFIC)
+    assert judging.tampering(metrics) is None
