@@ -137,7 +137,7 @@ class Worker:
             **observed,
             "ops": sorted(monitor.ops),
             "compute_ops": sorted(monitor.compute_ops),
-            "calls": task.get("repeats", 1),
+            "calls": task.get("repeats", 1) + ("followup" in observed),  # the monitor saw every one
             "launches": [vars(launch) for launch in monitor.launches],
             "seconds": seconds,
         }
