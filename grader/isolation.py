@@ -207,7 +207,7 @@ def run_child(job: dict, workdir: Path, cwd: Path, timeout_s: float) -> ChildRun
         stderr=subprocess.PIPE,
         cwd=cwd,
         env=child_environment(job["device"], workdir),
-        start_new_session=True,  # its own session: the watchdog finds, and a timeout kills, everything it started
+        start_new_session=True,  # its own session: the watchdog finds (and kills) everything it started
     )
     os.close(write_fd)
     os.close(lifeline)

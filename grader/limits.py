@@ -75,7 +75,8 @@ class Watchdog(threading.Thread):
         found = {}
         for pid in filter(str.isdigit, os.listdir("/proc")):
             stat = _stat(pid)
-            if stat and (stat[0] == self.leader or (self.namespace and _namespace(pid) == self.namespace)):
+            in_namespace = self.namespace is not None and _namespace(pid) == self.namespace
+            if stat and (stat[0] == self.leader or in_namespace):
                 found[int(pid)] = stat[1]
         return found
 
@@ -88,8 +89,9 @@ class Watchdog(threading.Thread):
         used = sum(members.values())
         self.peak_bytes = max(self.peak_bytes, used)
         if used > self.limits.host_memory_bytes:
+            limit = self.limits.host_memory_bytes / 2**30
             return "out_of_memory", (f"its processes held {used / 2**30:.2f} GiB of host memory, over the "
-                                     f"assignment's limit of {self.limits.host_memory_bytes / 2**30:g} GiB (host_memory_gib)")  # fmt: skip
+                                     f"assignment's limit of {limit:g} GiB (host_memory_gib)")  # fmt: skip
         return None
 
     def run(self) -> None:

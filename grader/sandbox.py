@@ -190,7 +190,8 @@ def _isolate_files(repo: Path, writable: Path) -> str:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here propagates back out
     proc = "own /proc"
     try:
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)  # other processes' command lines and environments out of sight
+        # Other processes' command lines and environments (the batch's, say) out of sight.
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
     except SandboxError as error:
         proc = f"the host's /proc ({error.strerror})"
     count, scratch = _hide(repo, writable)
@@ -213,7 +214,10 @@ def enter(repo: str, job_path: str) -> str:
     return f"{namespaces}; {files}"
 
 
-PROBE = "import sys; sys.path.insert(0, sys.argv[1]); from grader import sandbox; print(sandbox.enter(*sys.argv[1:]), flush=True)"
+PROBE = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from grader import sandbox; "
+    "print(sandbox.enter(*sys.argv[1:]), flush=True)"
+)
 
 
 @functools.cache
