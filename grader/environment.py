@@ -12,6 +12,7 @@ from importlib import metadata
 import torch
 
 import grader
+from grader import sandbox
 
 
 class DeviceError(ValueError):
@@ -43,6 +44,7 @@ def describe(device: str, salted: bool = False) -> dict:
         "python_version": platform.python_version(),
         "platform": platform.platform(terse=True),
         "seeds": "salted (secret)" if salted else "the assignments' published seeds",
+        "sandbox": sandbox.probe(),
     }
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)

@@ -101,6 +101,11 @@ class Assignment:
     cpu_timeout_s: float
     gpu_timeout_s: float
     parts: tuple[Part, ...]
+    # Limits of each child process (isolation.py): resident host memory of all its processes
+    # together, how many processes it may run at once, and the GPU memory torch may allocate.
+    host_memory_gib: float = 16.0
+    max_processes: int = 16
+    gpu_memory_gib: float = 40.0
 
     @property
     def reference_path(self) -> Path:
@@ -261,6 +266,9 @@ def load_assignment(directory: Path) -> Assignment:
         cpu_timeout_s=head.positive("cpu_timeout_s"),
         gpu_timeout_s=head.positive("gpu_timeout_s"),
         parts=parts,
+        host_memory_gib=head.positive("host_memory_gib", (int, float), 16.0),
+        max_processes=head.positive("max_processes", int, 16),
+        gpu_memory_gib=head.positive("gpu_memory_gib", (int, float), 40.0),
     )
     head.finish()
     root.finish()

@@ -234,24 +234,36 @@ def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     return pointer != 0 and pointer == b.untyped_storage().data_ptr()
 
 
-def _die_with(parent_pid: int) -> None:
+def _die_with(lifeline: int) -> None:
     """Exit as soon as the parent is gone (killed with -9, say): nobody would enforce our time
-    limit any more, and an endless student loop would run forever."""
+    limit any more, and an endless student loop would run forever. The parent holds the write end
+    of the `lifeline` pipe, so its death reads as EOF here (our parent process id tells nothing
+    inside a PID namespace of our own)."""
 
     def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
+        while os.read(lifeline, 1):
+            pass
         os._exit(4)
 
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
-def main(argv: list[str]) -> None:
-    job_path, fd = argv
+def _cap_gpu_memory(gib: float) -> None:
+    """Torch may allocate at most the assignment's gpu_memory_gib on this GPU (a cap on torch's
+    allocator: memory a kernel of Triton or CUDA C allocates itself is not counted)."""
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, gib * 2**30 / total), 0)
+
+
+def main(argv: list[str], sandbox: str = "none (not started by isolation.BOOT)") -> None:
+    job_path, fd, lifeline = argv
     channel = os.fdopen(int(fd), "w", buffering=1)
     job = json.loads(Path(job_path).read_text())
-    _die_with(job["parent_pid"])
+    _die_with(int(lifeline))
     sys.stdin.close()
+    channel.write(json.dumps({"event": "sandbox", "status": sandbox}) + "\n")
+    if job["device"] == "cuda":
+        _cap_gpu_memory(job["gpu_memory_gib"])
     Worker(job, channel).run()
     channel.close()
     sys.stdout.flush()

@@ -1,0 +1,122 @@
+"""Host memory and process-count limits on a child, enforced from the parent.
+
+The parent polls every process of the child (its session, and its PID namespace where the
+sandbox made one) and kills them all when there are more of them than `max_processes`, or when
+their resident memory together passes the assignment's `host_memory_gib`. Resident memory is
+RSS, read without locks from /proc/<pid>/stat: a page shared by several processes counts in
+each (PSS would split it, but reading it locks the address space of a process that may be
+forking as fast as it can, which stalled the watchdog for seconds).
+
+Why not rlimits: RLIMIT_AS breaks CUDA, which reserves terabytes of virtual addresses at start;
+RLIMIT_DATA counts those private mappings too on recent kernels, and cannot be checked without a
+GPU. RLIMIT_NPROC is never enforced for root (user id 0, also when mapped into a user
+namespace), and graders often run as root in a container; for other users it counts every
+process of that user on the machine, unless the child has a user namespace of its own (Linux
+5.14 and later count per namespace). A watchdog works the same way everywhere and names the
+limit in the verdict. Its price is latency: a poll every POLL_S, so a fast allocation overshoots
+by what it can touch in that time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+POLL_S = 0.05
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class Limits:
+    host_memory_bytes: int
+    max_processes: int
+
+
+def _stat(pid: str) -> tuple[int, int] | None:
+    """(session id, resident bytes) of a live process, or None if it is gone, a zombie waiting to
+    be reaped, or not ours to read. Reading it takes no lock that the process itself holds."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] == b"Z":
+        return None
+    return int(fields[3]), int(fields[21]) * PAGE  # fields after the command name: state is [0]
+
+
+def _namespace(pid: int | str, link: str = "pid") -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{link}")
+    except OSError:
+        return None
+
+
+class Watchdog(threading.Thread):
+    """Watches the processes of one child (`leader`, a session leader) until stopped."""
+
+    def __init__(self, leader: int, limits: Limits):
+        super().__init__(daemon=True, name=f"limits-{leader}")
+        self.leader, self.limits = leader, limits
+        self.own_namespace = _namespace("self")
+        self.namespace: str | None = None  # the child's PID namespace, once it has made one
+        self.verdict: tuple[str, str] | None = None  # (reason, message) when a limit was hit
+        self.peak_bytes, self.peak_processes = 0, 0
+        self.stopped = threading.Event()
+
+    def members(self) -> dict[int, int]:
+        """Every live process of the child, with its resident bytes."""
+        made = _namespace(self.leader, "pid_for_children")
+        if made and made != self.own_namespace:
+            self.namespace = made
+        found = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            stat = _stat(pid)
+            in_namespace = self.namespace is not None and _namespace(pid) == self.namespace
+            if stat and (stat[0] == self.leader or in_namespace):
+                found[int(pid)] = stat[1]
+        return found
+
+    def over_limit(self) -> tuple[str, str] | None:
+        members = self.members()
+        self.peak_processes = max(self.peak_processes, len(members))
+        if len(members) > self.limits.max_processes:  # first: a fork bomb's children share their pages
+            return "crash", (f"it ran {len(members)} processes at once, over the assignment's limit of "
+                             f"{self.limits.max_processes} (max_processes): a fork bomb?")  # fmt: skip
+        used = sum(members.values())
+        self.peak_bytes = max(self.peak_bytes, used)
+        if used > self.limits.host_memory_bytes:
+            limit = self.limits.host_memory_bytes / 2**30
+            return "out_of_memory", (f"its processes held {used / 2**30:.2f} GiB of host memory, over the "
+                                     f"assignment's limit of {limit:g} GiB (host_memory_gib)")  # fmt: skip
+        return None
+
+    def run(self) -> None:
+        while not self.stopped.wait(POLL_S):
+            self.verdict = self.over_limit()
+            if self.verdict:
+                self.kill_all()
+                return
+
+    def kill_all(self) -> None:
+        """SIGKILL for every process of the child, until none is left (a fork bomb keeps forking
+        between one look and the next)."""
+        for _ in range(200):
+            members = self.members()
+            if not members:
+                return
+            if self.leader in members:  # not yet reaped: its group id is still its own
+                os.killpg(self.leader, signal.SIGKILL)
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)

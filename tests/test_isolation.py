@@ -1,0 +1,196 @@
+"""The limits and the sandbox of the child that runs student code, each shown doing its job on a
+hostile submission (tests/submissions/vector_add/) graded through the real pipeline.
+
+Checks that need the namespaces skip, with the reason the OS gave, on a machine that refuses
+them; test_grading_goes_on_where_namespaces_are_refused shows what happens there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SUBMISSIONS, grade, requires_gpu
+from grader import isolation, sandbox
+from grader.grading import AssignmentGrading, Settings
+from grader.spec import REPO_ROOT, SpecError, load_assignment
+
+HOSTILE = SUBMISSIONS / "vector_add"
+STATUS = sandbox.probe()
+requires_sandbox = pytest.mark.skipif(
+    STATUS.startswith("none") or "not all hidden" in STATUS, reason=f"the OS refuses the sandbox here: {STATUS}"
+)
+
+
+def failures(result) -> list:
+    return [t for t in result.tests if t.kind == "correctness" and not t.passed]
+
+
+def process_count() -> int:
+    return sum(name.isdigit() for name in os.listdir("/proc"))
+
+
+@requires_sandbox
+def test_the_search_for_solutions_finds_nothing():
+    failed = failures(grade(HOSTILE / "searches_for_solutions", ["vector_add"]))
+    assert failed and all("found nothing" in t.output for t in failed), [t.output[:300] for t in failed]
+
+
+def _fake_results_since(moment: float) -> list[Path]:
+    """The submission's fake results.json files written since `moment` where the parent or a TA
+    could read them: the repository and the temporary directory (its own folder there is gone)."""
+    roots = [REPO_ROOT, Path(tempfile.gettempdir())]
+    found = []
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in (".venv", ".git")]
+            written = [Path(folder, f) for f in files if f == "results.json"]
+            found += [path for path in written if path.stat().st_mtime >= moment]
+    return [path for path in found if "FAKE-RESULTS" in path.read_text(errors="replace")]
+
+
+@requires_sandbox
+def test_fake_results_land_nowhere_and_change_nothing():
+    started = time.time() - 1
+    result = grade(HOSTILE / "fake_results", ["vector_add"])
+    assert {t.reason for t in failures(result)} == {"not_implemented"}, "graded as the stub it is"
+    assert result.score == 0
+    assert not _fake_results_since(started), "a fake results.json escaped the child's temporary folder"
+
+
+@requires_sandbox
+def test_no_connection_leaves_the_child(monkeypatch):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        monkeypatch.setenv("HOSTILE_LISTENER_PORT", str(port))
+        failed = failures(grade(HOSTILE / "phones_home", ["vector_add"]))
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody called
+    assert failed and all(f"127.0.0.1:{port} OSError" in t.output for t in failed), [t.output[:300] for t in failed]
+    assert not any("reached" in t.output for t in failed)
+
+
+def test_an_infinite_loop_costs_at_most_its_timeout_plus_5_s():
+    started = time.monotonic()
+    result = grade(HOSTILE / "infinite_loop", ["vector_add"], timeout_s=8)
+    elapsed = time.monotonic() - started
+    assert {t.reason for t in failures(result)} == {"timeout"}
+    assert elapsed <= 8 + 5, f"the grade took {elapsed:.1f} s for an 8 s limit"
+
+
+def test_host_memory_over_the_limit_is_out_of_memory_and_names_the_limit():
+    limit = load_assignment(REPO_ROOT / "assignments" / "vector_add").host_memory_gib
+    started = time.monotonic()
+    failed = failures(grade(HOSTILE / "memory_hog", ["vector_add"]))
+    assert {t.reason for t in failed} == {"out_of_memory"}
+    killed = failed[0].output
+    assert "host_memory_gib" in killed and f"limit of {limit:g} GiB" in killed, killed
+    held = float(killed.split("held ")[1].split(" GiB")[0])
+    assert held < limit + 1, f"the watchdog let it reach {held} GiB"
+    assert time.monotonic() - started < 60
+
+
+def test_a_fork_bomb_is_held_by_the_process_limit_and_leaves_nothing_behind():
+    before = process_count()
+    started = time.monotonic()
+    failed = failures(grade(HOSTILE / "fork_bomb", ["vector_add"], timeout_s=30))
+    assert {t.reason for t in failed} == {"crash"}
+    assert "max_processes" in failed[0].output, failed[0].output
+    assert time.monotonic() - started < 25, "held by the process limit, not by the 30 s timeout"
+    assert process_count() <= before + 2, "processes of the bomb outlived the grading"
+
+
+def _flooding_solution(tmp_path: Path) -> Path:
+    """The reference solution, printing 10 MB to stdout and to stderr in every call."""
+    folder = tmp_path / "flood" / "vector_add"
+    shutil.copytree(REPO_ROOT / "solutions" / "vector_add", folder)
+    source = (folder / "vector_add.py").read_text()
+    marker = "    if x.shape != y.shape"
+    assert marker in source
+    flood = "    for stream in (sys.stdout, sys.stderr):\n        stream.write(('y' * 1023 + '\\n') * 10240)\n"
+    (folder / "vector_add.py").write_text("import sys\n" + source.replace(marker, flood + marker, 1))
+    return folder.parent
+
+
+def test_ten_megabytes_of_output_are_truncated_and_the_grade_is_normal(tmp_path):
+    submission = _flooding_solution(tmp_path)
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, submission, Settings(device="cpu"))
+    try:
+        tasks = grading.case_tasks(assignment.parts[0])
+        cwd = grading.copy_root / "vector_add"
+        run = isolation.run_child({**grading.job, "tasks": tasks}, grading.workdir, cwd, 120)
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    assert run.finished and not any("error" in o for o in run.outcomes.values())
+    for text in (run.stdout, run.stderr):
+        assert len(text) < 2 * isolation.CAPTURE_BYTES + 200 and "bytes of output left out" in text
+    result = grade(submission, ["vector_add"])
+    assert not failures(result), "the prints cost nothing"
+    assert len(json.dumps([t.output for t in result.tests])) < 20_000
+
+
+def test_the_sandbox_is_named_in_every_grade():
+    result = grade(HOSTILE / "missing_file", ["vector_add"])
+    assert result.environment["sandbox"] == STATUS
+    assert STATUS.startswith(("none (", "user, mount", "mount, network"))
+
+
+def test_grading_goes_on_where_namespaces_are_refused(tmp_path):
+    """A machine that refuses namespaces, made here: a user namespace whose limits allow no more."""
+    if not shutil.which("unshare"):
+        pytest.skip("needs util-linux's unshare to build a namespace-refusing machine")
+    limits = "; ".join(f"echo 0 > /proc/sys/user/max_{kind}_namespaces" for kind in ("user", "mnt", "net", "pid"))
+    report = tmp_path / "results.json"
+    command = f'{limits} && exec "$0" -m grader grade --submission solutions --assignment vector_add ' \
+              f'--json {report} --html {tmp_path / "report.html"}'  # fmt: skip
+    done = subprocess.run(["unshare", "-r", "sh", "-c", command, sys.executable], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    if done.returncode != 0 and not report.exists() and "unshare" in done.stderr:
+        pytest.skip(f"cannot build a namespace-refusing machine here: {done.stderr.strip()[-200:]}")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads(report.read_text())
+    assert results["extra_data"]["sandbox"].startswith("none (unshare:"), results["extra_data"]["sandbox"]
+    graded = [t for t in results["tests"] if t["extra_data"]["kind"] == "correctness"]
+    assert graded and all(t["status"] == "passed" for t in graded), "the grade is the same without the sandbox"
+
+
+BAD_LIMITS = [("host_memory_gib", "0"), ("max_processes", "2.5"), ("gpu_memory_gib", '"lots"')]
+
+
+@pytest.mark.parametrize("key, value", BAD_LIMITS)
+def test_a_bad_limit_is_a_spec_error(tmp_path, key, value):
+    folder = tmp_path / "vector_add"
+    shutil.copytree(REPO_ROOT / "assignments" / "vector_add", folder)
+    toml = folder / "assignment.toml"
+    toml.write_text(re.sub(rf"^{key} = .*$", f"{key} = {value}", toml.read_text(), count=1, flags=re.MULTILINE))
+    assert f"{key} = {value}" in toml.read_text()
+    with pytest.raises(SpecError, match=f"key '{key}'"):
+        load_assignment(folder)
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_gpu_memory_over_the_cap_is_out_of_memory(tmp_path):
+    cap = load_assignment(REPO_ROOT / "assignments" / "vector_add").gpu_memory_gib
+    folder = tmp_path / "greedy" / "vector_add"
+    folder.mkdir(parents=True)
+    (folder / "vector_add.py").write_text(
+        "import torch\n\ndef add(x, y):\n"
+        f"    return torch.empty(int({cap + 1} * 2**30), dtype=torch.uint8, device=x.device)\n"
+    )
+    failed = failures(grade(folder.parent, ["vector_add"], device="cuda"))
+    assert failed and {t.reason for t in failed} == {"out_of_memory"}, [t.output[:300] for t in failed]
