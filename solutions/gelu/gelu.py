@@ -28,8 +28,8 @@ BLOCK_SIZE = 4096
 NUM_WARPS = 8
 
 # sqrt(2 / pi) and the cubic coefficient of the tanh approximation.
-SQRT_2_OVER_PI: tl.constexpr = 0.7978845608028654
-CUBIC: tl.constexpr = 0.044715
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
+CUBIC = tl.constexpr(0.044715)
 
 
 @triton.jit
