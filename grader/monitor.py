@@ -39,6 +39,10 @@ class _OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
+        if self.monitor.interpreting:
+            # Inside an interpreted Triton launch: the interpreter copies each argument's storage
+            # to the host and back with torch ops of its own, which are not the student's.
+            return func(*args, **(kwargs or {}))
         self.monitor.ops.add(name)
         if not (func.is_view or name in ALLOCATORS):
             # Everything but views and fresh allocations touches data: on a GPU, a kernel of torch's.
@@ -58,6 +62,7 @@ class CallMonitor:
     compute_ops: set[str] = field(default_factory=set)
     launches: list[Launch] = field(default_factory=list)
     allocations: list[Guarded] = field(default_factory=list)
+    interpreting: bool = False  # an interpreted launch is under way (compiled launches dispatch no aten op)
 
     def __enter__(self) -> CallMonitor:
         _ACTIVE.append(self)
@@ -95,24 +100,32 @@ def install_triton_hooks() -> None:
     """
     import triton.runtime.jit as jit
 
-    classes = [jit.JITFunction]
+    classes = {jit.JITFunction: False}
     try:
         from triton.runtime.interpreter import InterpretedFunction
 
-        classes.append(InterpretedFunction)
+        classes[InterpretedFunction] = True
     except ImportError:
         pass
-    for cls in classes:
+    for cls, interpreted in classes.items():
         if getattr(cls.run, "_graded", False):
             continue
-        cls.run = _logged(cls.run)
+        cls.run = _logged(cls.run, interpreted)
 
 
-def _logged(run):
+def _logged(run, interpreted: bool):
     def run_and_log(self, *args, grid, warmup, **kwargs):
-        if not warmup and _ACTIVE:
-            _ACTIVE[-1].record_launch(self)
-        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        if warmup or not _ACTIVE:
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        monitor = _ACTIVE[-1]
+        monitor.record_launch(self)
+        # Only the interpreter's own copies are left out: on a GPU anything dispatched during a
+        # launch (a launch hook of the student's, say) still counts as the student's.
+        outer, monitor.interpreting = monitor.interpreting, interpreted or monitor.interpreting
+        try:
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            monitor.interpreting = outer
 
     run_and_log._graded = True
     return run_and_log
