@@ -56,9 +56,12 @@ def run_tasks(job: dict, tasks: list[dict], workdir: Path, cwd: Path, budget: _B
             break
         reason, message = run.death()
         in_flight = run.in_flight
-        if in_flight is None and run.outcomes:
+        if in_flight is None and run.outcomes and not run.timed_out:
             continue  # it stopped between tasks (after a CUDA error, on purpose): go on in a fresh one
-        if in_flight is None:  # it died before its first task: a new child would fare no better
+        if in_flight is None:  # it died or hung outside any task: a new child would fare no better
+            if not run.outcomes and not run.timed_out:  # before any student code ran: not the student's doing
+                message = ("the grading process died before running any of your code: a fault of the grader "
+                           f"or of this machine, please report it. {message}")
             for task in pending:
                 outcomes[task["id"]] = {"error": {"reason": reason, "message": message}}
             break
@@ -73,7 +76,8 @@ def run_tasks(job: dict, tasks: list[dict], workdir: Path, cwd: Path, budget: _B
         if run.timed_out:
             break
     for task in pending:
-        outcomes[task["id"]] = {"error": {"reason": "timeout", "message": "not run: the assignment's time limit was spent"}}
+        if task["id"] not in outcomes:
+            outcomes[task["id"]] = {"error": {"reason": "timeout", "message": "not run: the assignment's time limit was spent"}}
     return outcomes
 
 

@@ -107,16 +107,23 @@ def _within(path: Path, roots) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def needed_paths(repo: Path) -> set[Path]:
-    """What the child reads: the Python installation and its libraries, the grader and the
-    assignments' data. Never the repository root itself, nor a folder that holds it."""
-    found = {repo / "grader", repo / "assignments"}
-    found.update(Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix))
-    found.update(Path(p) for p in sys.path if p)
-    for variable in ("LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH"):
-        found.update(Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p)
-    real = {Path(os.path.realpath(p)) for p in found if p.is_absolute() and p.exists()}
+def _real(paths, repo: Path) -> set[Path]:
+    real = {Path(os.path.realpath(p)) for p in paths if p.is_absolute() and p.exists()}
     return {p for p in real if p != repo and p not in repo.parents and p != Path("/")}
+
+
+def needed_paths(repo: Path) -> tuple[set[Path], set[Path]]:
+    """What the child reads: (the grader, the assignments' data and the Python installation, kept
+    wherever they are, under /tmp included; the directories of PATH and the CUDA variables, kept
+    unless they lie in a shared temporary directory). Never the repository root itself, nor a
+    folder that holds it."""
+    essential = {repo / "grader", repo / "assignments"}
+    essential.update(Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix))
+    essential.update(Path(p) for p in sys.path if p)
+    helpful = set()
+    for variable in ("LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH"):
+        helpful.update(Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p)
+    return _real(essential, repo), _real(helpful, repo)
 
 
 def _plan(repo: Path, writable: Path) -> tuple[list[Path], set[Path], list[Path]]:
@@ -124,8 +131,11 @@ def _plan(repo: Path, writable: Path) -> tuple[list[Path], set[Path], list[Path]
     the scratch directories, whose tmpfs is private but writable)."""
     scratch = {Path(os.path.realpath(p)) for p in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run")}
     scratch = {p for p in scratch if p.is_dir()}
-    # Nothing is kept from the shared temporary directories but the child's own folder.
-    shown = {p for p in needed_paths(repo) if not _within(p, scratch) and not any(p in s.parents for s in scratch)}
+    essential, helpful = needed_paths(repo)
+    # From the shared temporary directories, only the child's own folder and what it cannot run
+    # without (a checkout or a venv that lives under /tmp): every folder on the way there is
+    # covered too, so its other entries (other children's folders) stay out of sight.
+    shown = essential | {p for p in helpful if not _within(p, scratch) and not any(p in s.parents for s in scratch)}
     shown.add(writable)
     shown.update(p for s in scratch if s.name == "run" for p in s.glob("nvidia*"))  # the driver's sockets
     # A directory on the way to a kept path is covered too, its other entries hidden, unless it

@@ -5,10 +5,14 @@ Skipped with a stated reason on a machine without a CUDA GPU.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from conftest import grade, requires_gpu
 from test_wrong_submissions import expectations, in_scope
+from grader.results import write_json
 from grader.spec import assignment_names
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
@@ -16,7 +20,10 @@ pytestmark = [pytest.mark.gpu, requires_gpu]
 
 @pytest.fixture(scope="module")
 def solutions_grade(repo):
-    return grade(repo / "solutions", assignment_names(), device="cuda")
+    result = grade(repo / "solutions", assignment_names(), device="cuda")
+    if os.environ.get("GPU_RESULTS_DIR"):  # keep the figures of this run, for a handout's Calibration
+        write_json(result, Path(os.environ["GPU_RESULTS_DIR"]) / "solutions.json")
+    return result
 
 
 def test_solutions_earn_every_point_on_the_gpu(solutions_grade):

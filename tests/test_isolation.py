@@ -194,3 +194,33 @@ def test_gpu_memory_over_the_cap_is_out_of_memory(tmp_path):
     )
     failed = failures(grade(folder.parent, ["vector_add"], device="cuda"))
     assert failed and {t.reason for t in failed} == {"out_of_memory"}, [t.output[:300] for t in failed]
+
+
+def test_a_checkout_under_tmp_still_grades(tmp_path):
+    """The sandbox hides the shared /tmp, but not a grader that lives there (Gradescope's unpacked
+    autograder, a TA's scratch checkout): its grader/ and assignments/ stay in sight."""
+    checkout = Path(tempfile.mkdtemp(prefix="checkout-", dir="/tmp"))
+    try:
+        for name in ("grader", "assignments"):
+            shutil.copytree(REPO_ROOT / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
+        report = tmp_path / "results.json"
+        done = subprocess.run([sys.executable, "-m", "grader", "grade", "--submission", str(REPO_ROOT / "solutions"),
+                               "--assignment", "vector_add", "--json", str(report), "--html", str(tmp_path / "r.html")],
+                              cwd=checkout, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        graded = [t for t in json.loads(report.read_text())["tests"] if t["extra_data"]["kind"] == "correctness"]
+        assert graded and all(t["status"] == "passed" for t in graded), [t["output"][:300] for t in graded]
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)
+
+
+def test_a_child_that_dies_before_any_task_is_not_blamed_on_the_student(tmp_path):
+    from grader.grading import _Budget, run_tasks
+
+    # A job the child cannot start on (no outputs folder named): it dies before its first task.
+    job = {"assignment_dir": str(REPO_ROOT / "assignments" / "vector_add"), "device": "cpu",
+           "submission_dir": str(tmp_path)}  # fmt: skip
+    tasks = [{"id": "add:case:0", "part": "add", "kind": "case", "index": 0}]
+    outcomes = run_tasks(job, tasks, tmp_path, tmp_path, _Budget(60))
+    error = outcomes["add:case:0"]["error"]
+    assert error["reason"] == "crash" and "before running any of your code" in error["message"], error
