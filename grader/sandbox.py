@@ -183,9 +183,17 @@ def _mount_points() -> list[str]:
     return sorted(set(points), key=len)
 
 
+# Left as they are: CUDA fails to start (error 304, "OS call failed") when these are read-only,
+# and they hold no course files (measured on an H200 machine, 2026-11-22).
+DEVICE_TREES = ("/dev", "/proc", "/sys")
+
+
 def _read_only_except(writable: list[Path]) -> None:
-    """Every mount read-only, then the child's own folder and its private tmpfs writable again."""
+    """Every mount read-only but the kernel's and the devices', then the child's own folder and its
+    private tmpfs writable again."""
     for point in _mount_points():
+        if any(point == tree or point.startswith(tree + "/") for tree in DEVICE_TREES):
+            continue
         try:
             flags = os.statvfs(point).f_flag & KEPT_FLAGS
             _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
