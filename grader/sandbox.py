@@ -24,6 +24,7 @@ import ctypes
 import errno
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,6 +124,12 @@ def needed_paths(repo: Path) -> tuple[set[Path], set[Path]]:
     helpful = set()
     for variable in ("LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH"):
         helpful.update(Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p)
+    # Triton builds a small C launcher with the C compiler on a GPU, and nvcc builds CUDA parts:
+    # each needs its whole installation (cc1, as, ld, headers), not only the bin/ folder on PATH.
+    for tool in (os.environ.get("CC", ""), "cc", "gcc", "nvcc", "ptxas"):
+        found = shutil.which(tool) if tool else None
+        if found:
+            helpful.add(Path(os.path.realpath(found)).parent.parent)
     return _real(essential, repo), _real(helpful, repo)
 
 
