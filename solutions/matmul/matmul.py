@@ -159,6 +159,7 @@ def matmul_tma_kernel(
     M,  # rows of a and of the output
     N,  # columns of b and of the output
     K,  # the length of every dot product
+    element_bits,  # bits per input element: unused by the kernel, part of the autotuning key (below)
     BLOCK_M: tl.constexpr,  # rows of the output tile a program computes
     BLOCK_N: tl.constexpr,  # columns of that tile
     BLOCK_K: tl.constexpr,  # length of one step along K
@@ -207,7 +208,10 @@ TMA_CONFIGS = [
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=5, pre_hook=_tile_shapes),
 ]
 matmul_tma_autotuned = triton.autotune(
-    configs=TMA_CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": _fitting}
+    # The autotuner keys its choice on the arguments' dtypes too, but a descriptor shows none: without
+    # element_bits, a float32 product of one shape would reuse the tile picked for float16, which
+    # does not fit in shared memory in float32.
+    configs=TMA_CONFIGS, key=["M", "N", "K", "element_bits"], prune_configs_by={"early_config_prune": _fitting}
 )(matmul_tma_kernel)
 
 
@@ -231,10 +235,10 @@ def _matmul_with_descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) 
     c_desc = TensorDescriptor.from_tensor(c, [blocks["BLOCK_M"], blocks["BLOCK_N"]])
     if INTERPRETED:
         grid = (triton.cdiv(M, blocks["BLOCK_M"]) * triton.cdiv(N, blocks["BLOCK_N"]),)
-        matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **blocks)
+        matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, 8 * a.element_size(), **blocks)
     else:
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        matmul_tma_autotuned[grid](a_desc, b_desc, c_desc, M, N, K)
+        matmul_tma_autotuned[grid](a_desc, b_desc, c_desc, M, N, K, 8 * a.element_size())
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
