@@ -42,7 +42,9 @@ def seed_for(assignment: Assignment, part: Part, kind: str, index: int, salt: st
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
 
 
-def make_inputs(assignment: Assignment, part: Part, case: Case, seed: int, device: str) -> dict[str, torch.Tensor]:
+def make_inputs(assignment: Assignment, part: Part, case: Case, seed: int, device: str) -> dict[str, object]:
+    """The keyword arguments of one call: tensors, and plain values (a flag such as ``causal``)
+    that travel unchanged."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     make = function(assignment, part.inputs)
@@ -51,9 +53,19 @@ def make_inputs(assignment: Assignment, part: Part, case: Case, seed: int, devic
 
 def reference_output(assignment: Assignment, part: Part, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The reference in float64, computed from the very inputs the student received."""
-    upcast = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in inputs.items()}
+    upcast = {k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in inputs.items()}  # fmt: skip
     with torch.no_grad():
         return function(assignment, part.reference)(**upcast)
+
+
+def tensors(inputs: dict[str, object]) -> dict[str, torch.Tensor]:
+    """The tensor arguments of a call, the ones the grader guards, compares and refills."""
+    return {name: value for name, value in inputs.items() if isinstance(value, torch.Tensor)}
+
+
+def nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def traffic(assignment: Assignment, part: Part, inputs: dict[str, torch.Tensor]) -> dict:

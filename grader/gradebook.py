@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.results import TestResult
+from grader.results import TestResult, possible
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS grades (
@@ -95,7 +95,7 @@ class Gradebook:
         with self.connection:  # commits on success; a kill before the commit leaves no trace of the row
             self.connection.execute(
                 "INSERT OR REPLACE INTO grades VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*dataclasses.astuple(key), device, entry.score, sum(t.max_score for t in tests), tests_json,
+                (*dataclasses.astuple(key), device, entry.score, possible(tests), tests_json,
                  json.dumps(environment), seconds, graded_at),
             )  # fmt: skip
         return entry

@@ -156,8 +156,9 @@ class AssignmentGrading:
         return judging.judge_case(self.assignment, part, case, task["seed"], outcome, self.device)
 
     def test(self, part: Part, kind: str, name: str, verdict: Verdict, score: float, max_score: float) -> TestResult:
-        return TestResult(self.assignment.name, part.name, kind, f"{self.assignment.name}/{part.name}: {name}",
-                          verdict.reason, score, max_score, verdict.message, verdict.metrics)  # fmt: skip
+        label = f"{self.assignment.name}/{part.name}{' (bonus)' if part.bonus else ''}: {name}"
+        return TestResult(self.assignment.name, part.name, kind, label, verdict.reason, score, max_score,
+                          verdict.message, verdict.metrics, part.bonus)  # fmt: skip
 
     def build_test(self, part: Part, build, verdicts: list[Verdict]) -> TestResult:
         failed = next((v for v in verdicts if v.reason in LOAD_REASONS), None)

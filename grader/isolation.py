@@ -70,12 +70,14 @@ class _Channel(threading.Thread):
         super().__init__(daemon=True)
         self.file = os.fdopen(fd, "rb")
         self.messages: list[dict] = []
+        self.garbled = 0  # lines that were not JSON, or were cut at MAX_MESSAGE_BYTES
 
     def run(self) -> None:
         for line in iter(lambda: self.file.readline(MAX_MESSAGE_BYTES), b""):
             try:
                 message = json.loads(line)
             except ValueError:
+                self.garbled += 1
                 continue
             if isinstance(message, dict):
                 self.messages.append(message)
@@ -91,6 +93,7 @@ class ChildRun:
     stdout: str = ""
     stderr: str = ""
     limit_hit: tuple[str, str] | None = None  # (reason, message) when the parent killed it for a limit
+    garbled: int = 0  # messages on the result channel that could not be read
     outcomes: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -129,6 +132,9 @@ class ChildRun:
             return "crash", f"the process was killed by {name}{detail}"
         if "CUDA" in tail and ("error" in tail or "illegal" in tail):
             return "crash", f"the process died with a CUDA error{detail}"
+        if self.garbled:
+            return "crash", (f"the call's result never arrived: {self.garbled} message(s) on the result channel could "
+                             f"not be read (longer than {MAX_MESSAGE_BYTES} bytes, or not JSON){detail}")
         return "crash", f"the process exited with status {code} in the middle of the call (sys.exit or os._exit?){detail}"
 
 
@@ -228,6 +234,7 @@ def run_child(job: dict, workdir: Path, cwd: Path, timeout_s: float) -> ChildRun
         thread.join(timeout=5)
     return ChildRun(
         messages=list(channel.messages),
+        garbled=channel.garbled,
         returncode=process.returncode,
         timed_out=timed_out and not watchdog.verdict,
         seconds=time.monotonic() - started,

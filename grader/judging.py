@@ -50,7 +50,7 @@ def fusion(part: Part, outcome: dict) -> Verdict | None:
     is another round trip through memory."""
     if part.max_kernels is None:
         return None
-    per_call = len(outcome.get("launches", [])) / max(outcome.get("calls", 1), 1)
+    per_call = sum(launch.get("count", 1) for launch in outcome.get("launches", [])) / max(outcome.get("calls", 1), 1)
     compute = outcome.get("compute_ops", [])
     if per_call <= part.max_kernels and not compute:
         return None
@@ -117,13 +117,17 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcom
         message = race if verdict.ok else f"{verdict.message}; and {race}"
         return Verdict("wrong_result", message, {**verdict.metrics, "unstable": unstable})
     if verdict.ok and "followup" in outcome:
-        return judge_followup(assignment, part, case, outcome["followup"], device) or verdict
+        followed = judge_followup(assignment, part, case, outcome["followup"], device)
+        if followed and not followed.ok:
+            return followed
+        verdict.metrics.update(followed.metrics if followed else {})  # the peak memory, where measured
     return verdict
 
 
 def judge_followup(assignment: Assignment, part: Part, case: Case, followup: dict, device: str) -> Verdict | None:
     """A second call, on new inputs of the same shape written into the same memory as the first
-    ones, must return a new tensor computed from them: a cached result comes back stale."""
+    ones, must return a new tensor computed from them: a cached result comes back stale. A part
+    whose memory is measured gets that verdict (ok, with the figures, or out_of_memory)."""
     verdict = harness_tampering(followup) or aliasing(followup)
     if verdict:
         return verdict
@@ -142,7 +146,27 @@ def judge_followup(assignment: Assignment, part: Part, case: Case, followup: dic
     if not checked.ok:
         return Verdict(checked.reason, f"on a second call, with new inputs of the same shape: {checked.message}",
                        checked.metrics)  # fmt: skip
-    return None
+    return memory(part, inputs, reference.numel() * cases.DTYPES[case.dtype].itemsize, followup, device)
+
+
+def memory(part: Part, inputs: dict, output_bytes: int, followup: dict, device: str) -> Verdict | None:
+    """At its peak, the inputs plus what the call allocated must stay within the part's multiple of
+    the bytes of its inputs and output: an algorithm that keeps an intermediate the size of the
+    problem squared in memory does not. None where the part's memory is not measured."""
+    if part.peak_memory is None or "allocated_bytes" not in followup:
+        return None
+    given = sum(cases.nbytes(t) for t in cases.tensors(inputs).values())
+    peak = given + followup["allocated_bytes"]
+    limit = part.peak_memory * (given + output_bytes)
+    figures = {"peak_bytes": peak, "allowed_bytes": limit}
+    if peak <= limit:
+        return Verdict("ok", f"peak memory {peak / limit:.0%} of what is allowed", figures)
+    counted = "torch's peak allocation during the call" if device == "cuda" else "the tensors the call allocated"
+    mib = 2**20
+    return Verdict("out_of_memory", f"the inputs plus what the call allocated came to {peak / mib:.1f} MiB at the peak "
+                   f"({counted}: {followup['allocated_bytes'] / mib:.1f} MiB), over the {limit / mib:.1f} MiB allowed, "
+                   f"{part.peak_memory:g}x the bytes of the inputs and the output: keep the intermediate results in "
+                   "registers and shared memory instead of writing them out whole", figures)  # fmt: skip
 
 
 def _median(samples: list[float]) -> float:

@@ -49,7 +49,12 @@ class _OpRecorder(TorchDispatchMode):
             self.monitor.compute_ops.add(name)
         result = func(*args, **(kwargs or {}))
         if name in ALLOCATORS and isinstance(result, torch.Tensor) and result.numel() > 0:
-            guarded = guarded_empty(result)
+            # The student's allocation is given back before the guarded one is made, so that the
+            # two never hold memory at once and the call's measured peak is what it asked for.
+            device = result.device
+            layout = torch.empty_strided(result.shape, result.stride(), dtype=result.dtype, device="meta")
+            del result
+            guarded = guarded_empty(layout, device)
             self.monitor.allocations.append(guarded)
             result = guarded.tensor
         return result
@@ -80,6 +85,16 @@ class CallMonitor:
         file = code.co_filename if code else "<unknown>"
         own = Path(file).resolve().is_relative_to(self.own_root.resolve()) if code else False
         self.launches.append(Launch(getattr(fn, "__name__", repr(fn)), file, own))
+
+    def launch_counts(self) -> list[dict]:
+        """The launches, one entry per kernel with how often it ran: an autotuner times each of its
+        configs dozens of times inside the first call, and a list of every launch would not fit in
+        one message to the parent."""
+        counts: dict[tuple, int] = {}
+        for launch in self.launches:
+            key = (launch.kernel, launch.file, launch.own)
+            counts[key] = counts.get(key, 0) + 1
+        return [{"kernel": k, "file": f, "own": own, "count": n} for (k, f, own), n in counts.items()]
 
     def overrun_of(self, tensor: torch.Tensor) -> int:
         """Guard cells written around the allocation that `tensor` lives in (0 if not ours)."""
@@ -138,7 +153,8 @@ WATCHED = {
     "time": ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "sleep"),
     "torch": ("empty", "empty_like", "empty_strided", "equal", "save", "load", "no_grad", "Generator"),
     "torch.cuda": ("Event", "Stream", "synchronize", "current_stream", "set_stream", "stream", "_sleep",
-                   "get_device_properties", "empty_cache"),
+                   "get_device_properties", "empty_cache", "memory_allocated", "max_memory_allocated",
+                   "reset_peak_memory_stats"),
     "torch.cuda.Event": ("__new__", "elapsed_time", "record", "synchronize", "query", "wait"),
     "torch.Tensor": ("copy_", "clone", "to", "cpu", "detach", "contiguous", "data_ptr", "untyped_storage",
                      "as_strided", "view", "fill_", "sum"),

@@ -62,11 +62,17 @@ def _storage_span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
 class Guarded:
     """A tensor that lives in the middle of a larger, poisoned buffer."""
 
-    def __init__(self, template: torch.Tensor, span: int, offset: int = 0):
+    def __init__(self, template: torch.Tensor, span: int, offset: int = 0, device: torch.device | None = None):
         self.front = FRONT_BYTES // template.element_size()
         self.span = span
-        self.buffer = fill(torch.empty(self.front + span + BACK_ELEMENTS, dtype=template.dtype, device=template.device))
+        device = template.device if device is None else device
+        self.buffer = fill(torch.empty(self.front + span + BACK_ELEMENTS, dtype=template.dtype, device=device))
         self.tensor = self.buffer.as_strided(template.shape, template.stride(), self.front + offset)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the allocation asked for (the guard cells around it not counted)."""
+        return self.span * self.buffer.element_size()
 
     def overrun(self) -> int:
         """How many guard cells were written: stores outside the tensor's own memory."""
@@ -75,9 +81,10 @@ class Guarded:
         return int((~is_poison(before)).sum() + (~is_poison(after)).sum())
 
 
-def guarded_empty(template: torch.Tensor) -> Guarded:
-    """A poisoned tensor with the template's shape, strides, dtype and device."""
-    return Guarded(template, _storage_span(tuple(template.shape), tuple(template.stride())))
+def guarded_empty(template: torch.Tensor, device: torch.device | None = None) -> Guarded:
+    """A poisoned tensor with the template's shape, strides and dtype, on the template's device
+    unless another is named (the template may then live on the "meta" device, holding no memory)."""
+    return Guarded(template, _storage_span(tuple(template.shape), tuple(template.stride())), device=device)
 
 
 def guarded_copy(tensor: torch.Tensor) -> Guarded:

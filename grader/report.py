@@ -13,7 +13,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from rich.console import Console
 from rich.table import Table
 
-from grader.results import Grade, TestResult, summary_line
+from grader.results import Grade, TestResult, possible, summary_line
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -77,7 +77,9 @@ def _reasons(tests: list[TestResult]) -> str:
 
 
 def _points(tests: list[TestResult]) -> str:
-    return f"{sum(t.score for t in tests):.2f}/{sum(t.max_score for t in tests):.2f}"
+    if tests and all(t.bonus for t in tests):  # extra credit: out of its own points, which the total leaves out
+        return f"{sum(t.score for t in tests):.2f}/{sum(t.max_score for t in tests):.2f} bonus"
+    return f"{sum(t.score for t in tests):.2f}/{possible(tests):.2f}"
 
 
 def print_table(grade: Grade, console: Console | None = None) -> None:
@@ -107,6 +109,7 @@ def print_table(grade: Grade, console: Console | None = None) -> None:
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     env.filters["status"] = status_of
+    env.filters["possible"] = possible
     return env
 
 

@@ -34,6 +34,7 @@ class TestResult:
     max_score: float
     output: str
     metrics: dict = field(default_factory=dict)
+    bonus: bool = False  # points on top: earned ones count, missed ones cost nothing
 
     def __post_init__(self) -> None:
         assert self.reason in REASONS, self.reason
@@ -46,6 +47,11 @@ class TestResult:
     @property
     def graded(self) -> bool:
         return self.reason != "no_gpu"
+
+
+def possible(tests: list[TestResult]) -> float:
+    """The points a submission is graded out of: every test's, bonus tests' left out."""
+    return sum(t.max_score for t in tests if not t.bonus)
 
 
 @dataclass
@@ -63,12 +69,12 @@ class Grade:
 
     @property
     def max_score(self) -> float:
-        return sum(t.max_score for t in self.tests)
+        return possible(self.tests)
 
     @property
     def graded_max_score(self) -> float:
         """The points that could be earned on this machine (speed is not graded without a GPU)."""
-        return sum(t.max_score for t in self.tests if t.graded)
+        return possible([t for t in self.tests if t.graded])
 
     def by_assignment(self) -> dict[str, list[TestResult]]:
         groups: dict[str, list[TestResult]] = {}
@@ -101,7 +107,7 @@ def gradescope(grade: Grade) -> dict:
             "max_score": round(test.max_score, 4),
             "status": "passed" if test.passed else "failed",
             "output": test.output if test.graded else f"Not graded here. {test.output}",
-            "tags": [test.assignment, test.part, test.kind, test.reason],
+            "tags": [test.assignment, test.part, test.kind, test.reason, *(["bonus"] if test.bonus else [])],
             "visibility": "visible",
             "extra_data": _clean({"assignment": test.assignment, "part": test.part, "kind": test.kind,
                                   "reason": test.reason, "metrics": test.metrics}),
@@ -117,7 +123,10 @@ def gradescope(grade: Grade) -> dict:
 
 
 def summary_line(grade: Grade) -> str:
-    text = f"Score {grade.score:.2f} of {grade.max_score:.2f}"
+    bonus = sum(t.score for t in grade.tests if t.bonus)
+    text = f"Score {grade.score - bonus:.2f} of {grade.max_score:.2f}"
+    if bonus:
+        text += f", plus {bonus:.2f} bonus points ({grade.score:.2f} in all)"
     if grade.graded_max_score < grade.max_score:
         text += f" ({grade.max_score - grade.graded_max_score:.2f} points need a GPU and were not graded here)"
     return text + "."

@@ -83,6 +83,10 @@ class Part:
     not_implemented_code: int = -1  # cuda: what an untouched stub's launcher returns
     repeats: int = 1  # GPU tier: runs of each case on the same inputs, which must agree bit for bit
     max_kernels: int | None = None  # a fused part: at most this many kernel launches and no aten compute
+    # At its peak, the inputs plus what the call allocates stay within this many times the bytes
+    # of the inputs and the output (an attention that stores its N x N scores does not).
+    peak_memory: float | None = None
+    bonus: bool = False  # extra credit: its points add to the score, not to the points possible
 
     @property
     def is_cuda(self) -> bool:
@@ -135,6 +139,13 @@ class _Table:
         value = self.data[key]
         if isinstance(value, bool) or not isinstance(value, kind):
             raise self.fail(key, expected)
+        return value
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        self.used.add(key)
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, "true or false")
         return value
 
     def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
@@ -234,6 +245,8 @@ def _part(table: _Table) -> Part:
         not_implemented_code=table.get("not_implemented_code", int, "an integer return code", -1),
         repeats=table.positive("repeats", int, 1),
         max_kernels=table.positive("max_kernels", int, None),
+        peak_memory=table.positive("peak_memory", (int, float), None),
+        bonus=table.flag("bonus"),
     )
     points.finish()
     table.finish()
@@ -249,12 +262,36 @@ def _part(table: _Table) -> Part:
     return part
 
 
+def _inherit(parts: Any, path: Path) -> Any:
+    """The parts' tables with `like = "NAME"` resolved: such a part starts as a copy of the
+    earlier part NAME, and each key it sets replaces that key whole (a `cases` list replaces the
+    list, a `tolerance` table the table). Two parts that differ in a key or two (a causal variant
+    of the same entry point, say) then share one list of cases and tolerances."""
+    if not isinstance(parts, list):
+        return parts  # _Table.tables reports it
+    named: dict[str, dict] = {}
+    resolved = []
+    for index, table in enumerate(parts):
+        if isinstance(table, dict) and "like" in table:
+            base = named.get(table["like"]) if isinstance(table["like"], str) else None
+            if base is None:
+                raise SpecError(f"{path}: [parts[{index}]] key 'like': expected the name of an earlier part, "
+                                f"one of {sorted(named)}, got {table['like']!r}")  # fmt: skip
+            table = {**base, **{key: value for key, value in table.items() if key != "like"}}
+        if isinstance(table, dict) and isinstance(table.get("name"), str):
+            named[table["name"]] = table
+        resolved.append(table)
+    return resolved
+
+
 def load_assignment(directory: Path) -> Assignment:
     path = directory / "assignment.toml"
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise SpecError(f"{path}: cannot be read as TOML: {error}") from error
+    if "parts" in data:
+        data["parts"] = _inherit(data["parts"], path)
     root = _Table(data, path, "")
     head = root.table("assignment")
     parts = tuple(_part(t) for t in root.tables("parts"))

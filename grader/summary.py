@@ -20,7 +20,7 @@ from rich.table import Table
 
 from grader import intake, report
 from grader.gradebook import Entry
-from grader.results import Grade, write_json
+from grader.results import Grade, possible, write_json
 from grader.spec import REPO_ROOT, Assignment
 
 # Reasons a person should look at: the code broke the process or the rules, not just the numbers.
@@ -109,7 +109,7 @@ def pass_rates(grades: dict[str, Grade]) -> list[dict]:
             row["students"] += 1
             row["passed"] += bool(correctness) and all(t.passed for t in correctness)
             row["points"] += sum(t.score for t in tests)
-            row["max_score"] = sum(t.max_score for t in tests if t.graded)
+            row["max_score"] = possible([t for t in tests if t.graded])
     for row in parts.values():
         row["rate"] = row["passed"] / row["students"]
         row["mean"] = row["points"] / row["students"]

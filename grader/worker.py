@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -30,6 +31,9 @@ FOLLOWUP_SEED_OFFSET = 1  # a case's second call draws its new inputs from the c
 # The harness's own references, taken when the grader is imported, before any student code runs:
 # a submission that rebinds them changes nothing here, and is reported (monitor.HarnessSnapshot).
 _synchronize = torch.cuda.synchronize
+_memory_allocated = torch.cuda.memory_allocated
+_max_memory_allocated = torch.cuda.max_memory_allocated
+_reset_peak = torch.cuda.reset_peak_memory_stats
 _perf_counter = time.perf_counter
 _dumps = json.dumps
 
@@ -119,8 +123,8 @@ class Worker:
         case = part.cases[task["index"]]
         entry = self.entry(part)
         inputs = cases.make_inputs(self.assignment, part, case, task["seed"], self.device)
-        guarded = {name: poison.guarded_copy(t) for name, t in inputs.items()}
-        given = {name: g.tensor for name, g in guarded.items()}
+        guarded = {name: poison.guarded_copy(t) for name, t in cases.tensors(inputs).items()}
+        given = {**inputs, **{name: g.tensor for name, g in guarded.items()}}
         started = _perf_counter()
         # The monitor is entered around student calls only: the harness's own work between them
         # (comparisons, new inputs) must not count as the student's ops or allocations.
@@ -138,13 +142,14 @@ class Worker:
             "ops": sorted(monitor.ops),
             "compute_ops": sorted(monitor.compute_ops),
             "calls": task.get("repeats", 1) + ("followup" in observed),  # the monitor saw every one
-            "launches": [vars(launch) for launch in monitor.launches],
+            "launches": monitor.launch_counts(),
             "seconds": seconds,
         }
 
     def observe(self, name: str, out: object, given: dict, expected: dict, monitor: CallMonitor) -> dict:
         """What the parent needs to judge one returned value, read after a device-wide synchronize."""
         self.synchronize()
+        given = cases.tensors(given)
         observed = {
             "output": self.save(name, out),
             "modified_inputs": [n for n, t in given.items() if not poison.same_bits(t, expected[n])],
@@ -155,8 +160,9 @@ class Worker:
         return observed
 
     def wants_followup(self, part: Part, task: dict) -> bool:
-        """Every case on a GPU; on the CPU tier, where the interpreter is slow, the part's smallest case."""
-        if self.device == "cuda":
+        """Every case on a GPU, and of a part whose memory is measured (on the second call); on the
+        CPU tier, where the interpreter is slow, otherwise the part's smallest case."""
+        if self.device == "cuda" or part.peak_memory is not None:
             return True
         tier = [i for i, case in enumerate(part.cases) if case.runs_on(self.device)]
         return task["index"] == min(tier, key=lambda i: math.prod(part.cases[i].shape))
@@ -168,15 +174,44 @@ class Worker:
         seed = task["seed"] + FOLLOWUP_SEED_OFFSET
         fresh = cases.make_inputs(self.assignment, part, part.cases[task["index"]], seed, self.device)
         before = first.detach().clone()  # the first output as returned, whatever the second call does to it
-        for name, tensor in given.items():
+        for name, tensor in cases.tensors(given).items():
             tensor.copy_(fresh[name])
-        with monitor, torch.no_grad():
+        with monitor, torch.no_grad(), self.allocation_meter(monitor) as allocated:
             out = self.entry(part)(**given)
         observed = self.observe(f"{task['id']}:followup", out, given, fresh, monitor)
+        observed["allocated_bytes"] = allocated[0]
         if "file" in observed["output"]:
             observed["reuses_first_output"] = _shares_memory(out, first)
             observed["same_as_first"] = poison.same_bits(out, before)
         return {"seed": seed, **observed}
+
+    @contextmanager
+    def allocation_meter(self, monitor: CallMonitor):
+        """Yields a list that holds, once the block is left, how many bytes the call allocated at
+        its peak; enter it last, so that nothing the grader does after the call counts.
+
+        On a GPU, torch's own peak counter over the call (read once the device is idle), so
+        everything torch's allocator handed out counts, freed or not; on the CPU, where torch keeps
+        no such counter, the bytes of every tensor the call allocated with `empty*` (a bound on the
+        peak). This is the second call of a case: compiling and autotuning, which allocate buffers
+        of their own, are done by then. The guard cells the grader puts around each allocation
+        (poison.py) are the grader's, not counted; what the call asked for with `empty*` counts to
+        the byte, unrounded, as on the CPU."""
+        first = len(monitor.allocations)
+        allocated = [0]
+        if self.device == "cuda":
+            _synchronize()
+            base = _memory_allocated()
+            _reset_peak()
+        try:
+            yield allocated
+        finally:
+            mine = monitor.allocations[first:]
+            if self.device == "cuda":
+                _synchronize()
+                allocated[0] = _max_memory_allocated() - base - sum(_guard_bytes(g) for g in mine)
+            else:
+                allocated[0] = sum(guarded.nbytes for guarded in mine)
 
     @staticmethod
     def differs(first: object, again: object) -> int:
@@ -226,6 +261,13 @@ class Worker:
             if self.device == "cuda":
                 torch.cuda.empty_cache()
         self.send({"event": "finished"})
+
+
+def _guard_bytes(guarded: poison.Guarded) -> int:
+    """What the grader's handling of one allocation adds on the GPU, beyond the bytes the call asked
+    for: the guard cells, and torch's rounding of every block up to a multiple of 512 bytes."""
+    whole = guarded.buffer.numel() * guarded.buffer.element_size()
+    return -(-whole // 512) * 512 - guarded.nbytes
 
 
 def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:

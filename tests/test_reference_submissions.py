@@ -11,6 +11,11 @@ from grader.cli import main
 from grader.spec import assignment_names
 
 
+def bonus(tests) -> float:
+    """The extra-credit points on offer: the solutions earn those too."""
+    return sum(t.max_score for t in tests if t.bonus)
+
+
 @pytest.fixture(scope="module")
 def solutions_grade(repo):
     return grade(repo / "solutions", assignment_names())
@@ -25,7 +30,7 @@ def test_solutions_earn_every_cpu_tier_point(solutions_grade):
     graded = [t for t in solutions_grade.tests if t.graded]
     failures = [f"{t.name}: {t.reason}: {t.output}" for t in graded if not t.passed]
     assert not failures, "\n".join(failures)
-    assert solutions_grade.score == pytest.approx(solutions_grade.graded_max_score)
+    assert solutions_grade.score == pytest.approx(solutions_grade.graded_max_score + bonus(graded))
     assert solutions_grade.graded_max_score > 0
 
 

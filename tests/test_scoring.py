@@ -6,10 +6,14 @@ is tested here with made-up samples.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+import torch
 
 from grader import judging
-from grader.spec import Performance
+from grader.results import Grade, TestResult, gradescope, summary_line
+from grader.spec import Part, Performance, load_assignments
 
 PERF = Performance(repetitions=40, pool=4, tiers=((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)))
 
@@ -81,3 +85,32 @@ def test_a_long_call_may_not_hide_a_large_share_of_its_work():
     assert "outside the timed stream" in judging.tampering(metrics)
     metrics = judging.speed_metrics(_outcome(1.0, 1.2, student_hidden=0.40), TRAFFIC)
     assert judging.tampering(metrics) is None
+
+
+def _test(score: float, max_score: float, bonus: bool = False) -> TestResult:
+    return TestResult("a", "p", "correctness", "a/p: case", "ok" if score else "wrong_result", score, max_score, "",
+                      bonus=bonus)  # fmt: skip
+
+
+def test_bonus_points_add_to_the_score_but_not_to_the_points_possible():
+    earned = Grade("s", [_test(5.0, 5.0), _test(3.0, 3.0, bonus=True)], {}, 1.0)
+    assert (earned.score, earned.max_score) == (8.0, 5.0)
+    assert summary_line(earned).startswith("Score 5.00 of 5.00, plus 3.00 bonus points (8.00 in all)")
+    missed = Grade("s", [_test(5.0, 5.0), _test(0.0, 3.0, bonus=True)], {}, 1.0)
+    assert (missed.score, missed.max_score) == (5.0, 5.0), "a missed bonus costs nothing"
+    assert "bonus" in gradescope(earned)["tests"][1]["tags"]
+
+
+def _memory_part(factor: float | None) -> Part:
+    spec = load_assignments(["flash_attention"])[0].parts[0]
+    return dataclasses.replace(spec, peak_memory=factor)
+
+
+@pytest.mark.parametrize("allocated, reason", [(1_000, "ok"), (16_000, "ok"), (20_000, "out_of_memory")])
+def test_peak_memory_beyond_the_part_s_multiple_is_out_of_memory(allocated, reason):
+    inputs = {"q": torch.zeros(1000), "k": torch.zeros(1000), "causal": True}  # 8000 bytes of tensors
+    verdict = judging.memory(_memory_part(2.0), inputs, 4000, {"allocated_bytes": allocated}, "cpu")
+    # Allowed: 2 x (8000 + 4000) = 24000 bytes at the peak, inputs included.
+    assert (verdict.reason if verdict else None) == reason
+    assert verdict.metrics == {"peak_bytes": 8_000 + allocated, "allowed_bytes": 24_000.0}
+    assert judging.memory(_memory_part(None), inputs, 4000, {"allocated_bytes": 10**9}, "cpu") is None

@@ -66,3 +66,31 @@ def test_missing_tolerance_for_a_case_dtype(tmp_path, repo):
     folder = _broken(tmp_path, repo, "[parts.tolerance.float16]", "[parts.tolerance.float64]")
     with pytest.raises(SpecError, match=r"a \[tolerance.float16\] table"):
         load_assignment(folder)
+
+
+def _with_variant(tmp_path, repo, variant: str):
+    """vector_add with a second part appended after its first."""
+    folder = tmp_path / "vector_add"
+    shutil.copytree(repo / "assignments" / "vector_add", folder)
+    toml = folder / "assignment.toml"
+    toml.write_text(toml.read_text() + "\n" + variant)
+    return folder
+
+
+def test_a_part_like_another_copies_it_and_overrides_whole_keys(tmp_path, repo):
+    variant = '[[parts]]\nlike = "add"\nname = "add_again"\npoints = { correctness = 1.0 }\n'
+    first, second = load_assignment(_with_variant(tmp_path, repo, variant)).parts
+    assert second.name == "add_again" and second.correctness_points == 1.0 and second.performance_points == 0.0
+    assert (second.entry, second.cases, second.tolerance) == (first.entry, first.cases, first.tolerance)
+
+
+@pytest.mark.parametrize("base", ['"no_such_part"', '"add_again"', "3"])
+def test_like_must_name_an_earlier_part(tmp_path, repo, base):
+    variant = f'[[parts]]\nlike = {base}\nname = "add_again"\n'
+    with pytest.raises(SpecError, match=r"\[parts\[1\]\] key 'like': expected the name of an earlier part"):
+        load_assignment(_with_variant(tmp_path, repo, variant))
+
+
+def test_a_like_part_still_needs_a_name_of_its_own(tmp_path, repo):
+    with pytest.raises(SpecError, match="names must be unique"):
+        load_assignment(_with_variant(tmp_path, repo, '[[parts]]\nlike = "add"\n'))
