@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,10 +21,40 @@ requires_gpu = pytest.mark.skipif(
 )
 
 
-def grade(submission: Path, assignments: list[str], device: str = "cpu", timeout_s: float | None = None):
-    """Grade `submission` (a folder laid out like starter/) and return the Grade."""
+def grade(submission: Path, assignments: list[str], device: str = "cpu", timeout_s: float | None = None,
+          parts: list[str] | None = None):  # fmt: skip
+    """Grade `submission` (a folder laid out like starter/) and return the Grade. `parts`, where
+    given, grades only the parts of those names (the ones a known-wrong submission is about)."""
     settings = Settings(device=device, timeout_s=timeout_s)
-    return grade_submission(submission, load_assignments(assignments), settings)
+    chosen = load_assignments(assignments)
+    if parts:
+        chosen = [dataclasses.replace(a, parts=tuple(p for p in a.parts if p.name in parts)) for a in chosen]
+    return grade_submission(submission, chosen, settings)
+
+
+def known_wrong(folder: Path, root: Path) -> Path:
+    """The submission that a folder under submissions/ stands for, ready to grade.
+
+    A folder whose expect.toml lists `edits` holds no code: it stands for solutions/<assignment>/
+    with each edit made (in `file`, the text `old`, which must occur exactly once, becomes
+    `new`), written under `root`. The bug is then exactly those lines, and it follows every
+    change to the solution; an edit that no longer applies fails here, by name. Any other folder
+    (a hostile submission written from scratch) is the submission itself."""
+    edits = tomllib.loads((folder / "expect.toml").read_text()).get("edits")
+    if not edits:
+        return folder
+    assignment = folder.parent.name
+    tree = root / f"{assignment}-{folder.name}"
+    shutil.copytree(REPO_ROOT / "solutions" / assignment, tree / assignment,
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    for number, edit in enumerate(edits, 1):
+        path = tree / assignment / edit["file"]
+        text = path.read_text()
+        found = text.count(edit["old"])
+        assert found == 1, (f"{assignment}/{folder.name}: edit {number} finds its old text {found} times in "
+                            f"solutions/{assignment}/{edit['file']}, not once: the solution changed, update the edit")
+        path.write_text(text.replace(edit["old"], edit["new"]))
+    return tree
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,12 @@
 """Known-wrong submissions, one classic bug each, lose points for their own reason.
 
 Each folder under tests/submissions/<assignment>/<bug>/ is a submission tree plus an
-expect.toml naming the reason the bug must earn, and optionally `timeout_s` (a shorter limit),
+expect.toml naming the reason the bug must earn, or an expect.toml alone whose `edits` turn the
+solution into the bug (conftest.known_wrong), and optionally `timeout_s` (a shorter limit),
 `gpu_reason` (where the GPU tier names it differently), `tier = "gpu"` (a bug only a GPU shows:
 slow or timing-hostile code) and `parts` (the parts the bug is in, when the submission holds only
-their files; the other parts' tests are then not its concern). Every failing test of those parts
-must carry that reason, and at least one must fail. tests/test_gpu.py runs the same folders on
+their files, or is only about them; the other parts are then not graded). Every failing test of
+those parts must carry that reason, and at least one must fail. tests/test_gpu.py runs the same folders on
 the GPU tier.
 """
 
@@ -15,7 +16,8 @@ import tomllib
 
 import pytest
 
-from conftest import SUBMISSIONS, grade
+from conftest import SUBMISSIONS, grade, known_wrong
+from grader.spec import REPO_ROOT
 
 
 def expectations() -> list[tuple]:
@@ -38,10 +40,11 @@ def _submissions() -> list:
 
 
 @pytest.mark.parametrize("folder", _submissions())
-def test_bug_earns_its_reason(folder):
+def test_bug_earns_its_reason(folder, tmp_path):
     expect = tomllib.loads((folder / "expect.toml").read_text())
     assignment = folder.parent.name
-    result = grade(folder, [assignment], timeout_s=expect.get("timeout_s"))
+    result = grade(known_wrong(folder, tmp_path), [assignment], timeout_s=expect.get("timeout_s"),
+                   parts=expect.get("parts"))  # fmt: skip
     scored = [t for t in in_scope(result, expect) if t.kind == "correctness" and t.graded]
     failed = [t for t in scored if not t.passed]
     assert failed, f"{folder.name} passed every case: the grader missed the bug"
@@ -50,6 +53,20 @@ def test_bug_earns_its_reason(folder):
     assert sum(t.score for t in scored) < sum(t.max_score for t in scored), "the bug must cost points"
     for test in failed:
         assert test.output.strip(), "a failure must say what went wrong"
+
+
+def test_each_edit_still_applies_to_its_solution(tmp_path):
+    """A bug written as edits of the solution must still find its lines there, and change them."""
+    for folder, expect in expectations():
+        if "edits" not in expect:
+            continue
+        tree = known_wrong(folder, tmp_path) / folder.parent.name
+        solution = REPO_ROOT / "solutions" / folder.parent.name
+        files = {edit["file"] for edit in expect["edits"]}
+        assert any((tree / f).read_text() != (solution / f).read_text() for f in files), \
+            f"{folder.name}: its edits leave the solution as it was"  # fmt: skip
+        stray = [p.name for p in folder.iterdir() if p.name != "expect.toml"]
+        assert not stray, f"{folder.name} has edits, so its files would be ignored: {stray}"
 
 
 def test_every_reason_code_has_a_submission_that_earns_it():
