@@ -1,0 +1,304 @@
+"""Every hostile submission in one batch: the class is graded to the end and each costs only itself.
+
+The class is one student per CPU-tier folder under tests/submissions/vector_add/ (named after it),
+plus `correct` (solutions/vector_add) and `starter` (the untouched stub); every student but the
+starter also hands in a right `gelu`. ONE `python -m grader batch` of both assignments grades the
+class on a Dask cluster of two CPU workers, as a TA runs it. This is what
+test_wrong_submissions.py and test_isolation.py check one submission at a time, checked where the
+submissions share a cluster, its workers and its temporary directory:
+
+- the batch exits 0 with a row per student, and `correct` earns every correctness point while the
+  hostile ones grade beside it;
+- a hostile vector_add costs its student that assignment only: their gelu earns every
+  correctness point, as the correct student's does;
+- each hostile student earns its expect.toml reason on every failing correctness test;
+- the infinite loop costs at most the assignment's time limit plus 5 s (`batch` has no option to
+  shorten it: the limit is `cpu_timeout_s` in assignment.toml, 120 s, for the whole class);
+- nothing a submission writes lands outside its temporary directory: the class folder is unchanged
+  byte for byte, the out folder holds only the grader's files, the batch's HOME and TMPDIR (folders
+  of this test, the HOME holding a decoy solutions/) gain nothing but Dask's scratch files and the
+  grader's nvcc cache, no fake results.json appears anywhere the batch or a TA could read it, no
+  connection leaves, no output floods the TA's console and no process of a submission outlives
+  the batch.
+The checks of what the sandbox hides skip where the OS refuses it (test_isolation.py shows why).
+About three minutes on a two-core machine: the infinite loop's 120 s is the long pole.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
+import psutil  # noqa: E402  (comes with distributed)
+
+from conftest import SUBMISSIONS, known_wrong  # noqa: E402
+from grader import sandbox  # noqa: E402
+from grader.spec import REPO_ROOT, load_assignment  # noqa: E402
+
+HOSTILE = SUBMISSIONS / "vector_add"
+SALT = "hostile batch salt"
+FAKE_MARK = b"FAKE-RESULTS"  # what fake_results writes into every results.json it can reach
+STATUS = sandbox.probe()
+requires_sandbox = pytest.mark.skipif(
+    STATUS.startswith("none") or "not all hidden" in STATUS, reason=f"the OS refuses the sandbox here: {STATUS}"
+)
+
+
+def expectations() -> dict[str, dict]:
+    """Each CPU-tier hostile folder's expect.toml, by folder name (the student's name here)."""
+    found = {p.parent.name: tomllib.loads(p.read_text()) for p in sorted(HOSTILE.glob("*/expect.toml"))}
+    return {name: expect for name, expect in found.items() if expect.get("tier", "both") != "gpu"}
+
+
+EXPECT = expectations()
+STUDENTS = {*EXPECT, "correct", "starter"}
+OTHER = "gelu"  # the assignment each student hands in right, beside their vector_add
+# Everything the grader writes under --out for this class (no archives, so no .unpacked/).
+GRADER_FILES = {"grades.csv", "gradebook.sqlite", "summary.html"} | {
+    f"{student}/{name}" for student in STUDENTS for name in ("results.json", "report.html")
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    root: Path  # the out folder's parent: class/, home/ (the batch's HOME), tmp/ (its TMPDIR), out/
+    returncode: int
+    output: str
+    started: float  # time.time() just before the batch
+    before: dict[str, str]  # every file under root before the batch: relative path -> sha256
+    after: dict[str, str]
+    port: int  # where the test listened while phones_home ran
+    called: bool  # whether anyone connected to it
+    leftovers: list[str]  # processes of the batch alive after it exited
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+    def results(self, student: str) -> dict:
+        return json.loads((self.out / student / "results.json").read_text())
+
+
+def digest(path: Path) -> str:
+    return f"link to {os.readlink(path)}" if path.is_symlink() else hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under `root`, by path relative to it, with its digest."""
+    return {
+        Path(folder, name).relative_to(root).as_posix(): digest(Path(folder, name))
+        for folder, _, names in os.walk(root)
+        for name in names
+    }
+
+
+def build_class(folder: Path, scratch: Path) -> None:
+    for name in EXPECT:
+        tree = known_wrong(HOSTILE / name, scratch)
+        shutil.copytree(tree, folder / name, ignore=shutil.ignore_patterns("expect.toml"))
+    shutil.copytree(REPO_ROOT / "solutions" / "vector_add", folder / "correct" / "vector_add")
+    for student in STUDENTS - {"starter"}:
+        shutil.copytree(REPO_ROOT / "solutions" / OTHER, folder / student / OTHER)
+    for assignment in ("vector_add", OTHER):
+        shutil.copytree(REPO_ROOT / "starter" / assignment, folder / "starter" / assignment)
+
+
+def survivors(tmp: Path, grace_s: float = 10) -> list[str]:
+    """Processes still running with the batch's TMPDIR (the batch, its workers, their children)
+    `grace_s` after the batch exited; each is killed, so the machine is left clean whatever the verdict."""
+    deadline = time.monotonic() + grace_s  # Dask's workers may still be on their way out
+    while True:
+        found = []
+        for process in psutil.process_iter():
+            try:
+                if process.environ().get("TMPDIR") == str(tmp):
+                    found.append((process, f"{process.pid} {' '.join(process.cmdline())[:200]}"))
+            except (psutil.Error, OSError):  # gone meanwhile, or not ours to read
+                pass
+        if not found or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for process, _ in found:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    return [described for _, described in found]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Run:
+    root = tmp_path_factory.mktemp("hostile-batch")
+    build_class(root / "class", tmp_path_factory.mktemp("hostile-edits"))
+    home, tmp = root / "home", root / "tmp"
+    tmp.mkdir()
+    # A decoy for searches_for_solutions, where only the sandbox keeps it out of sight.
+    (home / "solutions" / "vector_add").mkdir(parents=True)
+    (home / "solutions" / "vector_add" / "vector_add.py").write_text("# the decoy solution\n")
+    (home / ".profile").write_text("# the TA's own file\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
+    env.update(GRADER_SALT=SALT, HOME=str(home), TMPDIR=str(tmp))
+    argv = [sys.executable, "-m", "grader", "batch", str(root / "class"), "--out", str(root / "out"),
+            "--assignment", "vector_add", "--assignment", OTHER, "--device", "cpu", "--workers", "2"]  # fmt: skip
+    before = snapshot(root)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        env["HOSTILE_LISTENER_PORT"] = str(listener.getsockname()[1])  # phones_home calls it
+        started = time.time()
+        done = subprocess.run(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=600)  # fmt: skip
+        try:
+            listener.accept()[0].close()
+            called = True
+        except BlockingIOError:
+            called = False
+    port = int(env["HOSTILE_LISTENER_PORT"])
+    return Run(root, done.returncode, done.stdout, started, before, snapshot(root), port, called, survivors(tmp))
+
+
+def correctness(results: dict, expect: dict | None = None, assignment: str = "vector_add") -> list[dict]:
+    """The graded correctness tests of one assignment's parts in scope (every part, unless
+    expect.toml names some)."""
+    parts = (expect or {}).get("parts")
+    return [
+        t for t in results["tests"]
+        if t["extra_data"]["kind"] == "correctness" and t["extra_data"]["reason"] != "no_gpu"
+        and t["extra_data"]["assignment"] == assignment and (parts is None or t["extra_data"]["part"] in parts)
+    ]  # fmt: skip
+
+
+def grades_csv(out: Path) -> dict[str, dict[str, str]]:
+    with (out / "grades.csv").open() as file:
+        return {row["student"]: row for row in csv.DictReader(file)}
+
+
+def test_the_batch_runs_to_the_end_with_a_row_per_student(run):
+    assert run.returncode == 0, f"the batch exited {run.returncode}:\n{run.output[-5000:]}"
+    table = grades_csv(run.out)
+    assert set(table) == STUDENTS, f"grades.csv rows: missing {STUDENTS - set(table)}, extra {set(table) - STUDENTS}"
+    for student, row in table.items():
+        assert float(row["vector_add"]) + float(row[OTHER]) == float(row["total"]), f"{student}: {row}"
+
+
+def test_the_correct_student_loses_nothing_to_the_hostile_ones(run):
+    results = run.results("correct")
+    scored = correctness(results)
+    lost = [(t["name"], t["extra_data"]["reason"], t["output"][:200]) for t in scored if t["status"] != "passed"]
+    assert scored and not lost, f"the correct student lost correctness tests beside the hostile ones: {lost}"
+    points = sum(t["max_score"] for t in scored)
+    earned = float(grades_csv(run.out)["correct"]["vector_add"])
+    assert earned == points > 0, f"the correct student earned {earned} of {points} correctness points"
+    speed = [t for t in results["tests"] if t["extra_data"]["kind"] == "performance"]
+    assert speed and {t["extra_data"]["reason"] for t in speed} == {"no_gpu"}, "speed is not graded on a CPU"
+    assert results["extra_data"]["seeds"] == "salted (secret)"
+    starter = correctness(run.results("starter"))
+    assert starter and {t["extra_data"]["reason"] for t in starter} == {"not_implemented"}
+
+
+@pytest.mark.parametrize("student", sorted(EXPECT))
+def test_a_hostile_vector_add_costs_its_student_nothing_else(run, student):
+    theirs = correctness(run.results(student), assignment=OTHER)
+    lost = [(t["name"], t["extra_data"]["reason"], t["output"][:200]) for t in theirs if t["status"] != "passed"]
+    assert theirs and not lost, f"{student}'s right {OTHER} lost tests beside their hostile vector_add: {lost}"
+    table = grades_csv(run.out)
+    assert table[student][OTHER] == table["correct"][OTHER], (table[student], table["correct"])
+
+
+@pytest.mark.parametrize("student", sorted(EXPECT))
+def test_each_hostile_student_earns_its_own_reason(run, student):
+    expect = EXPECT[student]
+    scored = correctness(run.results(student), expect)
+    failed = [t for t in scored if t["status"] != "passed"]
+    assert failed, f"{student} passed every case in the batch: the grader missed it"
+    wrong = {t["name"]: f"{t['extra_data']['reason']}: {t['output'][:300]}" for t in failed
+             if t["extra_data"]["reason"] != expect["reason"]}  # fmt: skip
+    assert not wrong, f"{student}: expected {expect['reason']} on every failing test, got {wrong}"
+    assert all(t["output"].strip() for t in failed), f"{student}: a failure must say what went wrong"
+    earned = float(grades_csv(run.out)[student]["vector_add"])
+    assert earned < sum(t["max_score"] for t in scored), f"{student} lost no points ({earned})"
+
+
+def test_the_infinite_loop_costs_at_most_its_timeout_plus_5_s(run):
+    limit = load_assignment(REPO_ROOT / "assignments" / "vector_add").cpu_timeout_s
+    path = run.out / "gradebook.sqlite"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        seconds = dict(db.execute("SELECT student, seconds FROM grades WHERE assignment = 'vector_add'").fetchall())
+    hung = seconds["infinite_loop"]
+    assert limit <= hung <= limit + 5, f"the infinite loop took {hung:.1f} s of grading for a {limit:g} s limit"
+    reported = run.results("infinite_loop")["execution_time"]
+    assert reported <= limit + 5, f"results.json says the infinite loop took {reported} s for a {limit:g} s limit"
+    slow = {s: round(t, 1) for s, t in seconds.items() if s != "infinite_loop" and t >= limit}
+    assert not slow, f"the hang (or a time limit) reached other students: {slow}"
+
+
+@requires_sandbox
+def test_nothing_lands_outside_the_out_folder_but_the_graders_files(run):
+    changed = {p for p in run.before if run.after.get(p) != run.before[p]}
+    assert not changed, f"files of the class, the HOME or the TMPDIR changed or vanished: {sorted(changed)}"
+    new = set(run.after) - set(run.before)
+    # Beside the out folder: Dask's scratch space, and the grader's own cache of nvcc builds (gelu.cu).
+    outside = {p for p in new if not p.startswith(("out/", "tmp/dask-scratch-space/", "home/.cache/kernel-grader/"))}
+    assert not outside, f"files appeared outside the out folder: {sorted(outside)}"
+    unexpected = {p for p in new if p.startswith("out/")} - {f"out/{name}" for name in GRADER_FILES}
+    assert not unexpected, f"files in the out folder that the grader does not write: {sorted(unexpected)}"
+    assert not list((run.root / "tmp").glob("grade-*")), "a grading's temporary folder outlived it"
+
+
+@requires_sandbox
+def test_fake_results_land_nowhere(run):
+    inside = [p for p in run.after if not p.startswith("class/") and FAKE_MARK in (run.root / p).read_bytes()]
+    assert not inside, f"fake results among the batch's files: {inside}"
+    # Where fake_results aims: its cwd's parents (TMPDIR, this test's folders, up to /), the grader's
+    # checkout and its results/ and graded/, and the real HOME and temporary directory.
+    places = [*run.root.parents, REPO_ROOT, REPO_ROOT / "results", REPO_ROOT / "graded",
+              Path.home(), Path(tempfile.gettempdir())]  # fmt: skip
+    escaped = []
+    for place in places:
+        path = place / "results.json"
+        try:
+            if path.stat().st_mtime >= run.started - 1 and FAKE_MARK in path.read_bytes():
+                escaped.append(str(path))
+        except OSError:
+            pass
+    assert not escaped, f"a fake results.json escaped the child's temporary folder: {escaped}"
+    assert float(grades_csv(run.out)["fake_results"]["vector_add"]) == 0.0
+
+
+@requires_sandbox
+def test_the_sandbox_hides_the_decoy_and_the_network(run):
+    searched = correctness(run.results("searches_for_solutions"))
+    found = [t["output"][:300] for t in searched if "found nothing" not in t["output"]]
+    assert searched and not found, f"the search for solutions saw past the sandbox (a decoy is in HOME): {found}"
+    phoned = correctness(run.results("phones_home"))
+    assert not run.called, "a submission connected to the test's listener"
+    reached = [t["output"][:300] for t in phoned
+               if f"127.0.0.1:{run.port} OSError" not in t["output"] or "reached" in t["output"]]  # fmt: skip
+    assert phoned and not reached, f"phones_home did not fail to connect everywhere: {reached}"
+
+
+def test_floods_stay_in_the_students_own_report(run):
+    assert "debug: xxxx" not in run.output and len(run.output) < 100_000, \
+        f"student output reached the TA's console ({len(run.output)} characters)"  # fmt: skip
+    size = (run.out / "floods_output" / "results.json").stat().st_size
+    assert size < 100_000, f"10 MB of prints made a {size}-byte results.json"
+
+
+def test_no_process_of_a_submission_outlives_the_batch(run):
+    assert not run.leftovers, f"still running 10 s after the batch exited: {run.leftovers}"
