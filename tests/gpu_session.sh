@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The GPU tier in one go, on a GPU machine with no network: set up .venv/ from the image's torch
+# and Triton (installing nothing), then run each step named on the command line, logging under
+# $OUT (default gpu-logs/). Steps:
+#   calibrate-NAME     tests/calibrate_NAME.py (figures for that assignment's handout)
+#   grade-NAME         grade solutions/ for assignment NAME on the GPU, keeping results.json
+#   "pytest ARGS..."   .venv/bin/python -m pytest -m gpu ARGS (one quoted word)
+# e.g. tests/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-logs}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
+[ -e .venv/.ready ] || { python3 grader/bootstrap.py > "$OUT/bootstrap.log" 2>&1 && touch .venv/.ready; } ||
+  tail "$OUT/bootstrap.log"
+PY=.venv/bin/python
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+n=0
+for step in "$@"; do
+  n=$((n + 1))
+  echo "=== $step ($(date -u +%H:%M:%S))"
+  case $step in
+    calibrate-*) $PY "tests/${step/-/_}.py" --json "$OUT/${step}.json" 2>&1 | tee "$OUT/${step}.log" ;;
+    grade-*) $PY -m grader grade --submission solutions --assignment "${step#grade-}" --device cuda \
+               --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30 ;;
+    "pytest "*) eval "$PY -m pytest -m gpu -q -p no:cacheprovider ${step#pytest }" 2>&1 | tee "$OUT/pytest-$n.log" |
+                  grep -E "passed|failed|FAILED|ERROR|Error|assert" | tail -n 40 ;;
+    *) echo "unknown step: $step" ;;
+  esac
+done
+echo "=== done ($(date -u +%H:%M:%S))"
