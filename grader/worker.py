@@ -266,8 +266,7 @@ class Worker:
 def _guard_bytes(guarded: poison.Guarded) -> int:
     """What the grader's handling of one allocation adds on the GPU, beyond the bytes the call asked
     for: the guard cells, and torch's rounding of every block up to a multiple of 512 bytes."""
-    whole = guarded.buffer.numel() * guarded.buffer.element_size()
-    return -(-whole // 512) * 512 - guarded.nbytes
+    return -(-cases.nbytes(guarded.buffer) // 512) * 512 - guarded.nbytes
 
 
 def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import grade, known_wrong, requires_gpu
+from test_reference_submissions import bonus
 from test_wrong_submissions import expectations, in_scope
 from grader.results import write_json
 from grader.spec import assignment_names, load_assignments
@@ -29,8 +30,7 @@ def solutions_grade(repo):
 def test_solutions_earn_every_point_on_the_gpu(solutions_grade):
     failures = [f"{t.name}: {t.reason}: {t.output}" for t in solutions_grade.tests if not t.passed]
     assert not failures, "\n".join(failures)
-    bonus = sum(t.max_score for t in solutions_grade.tests if t.bonus)
-    assert solutions_grade.score == pytest.approx(solutions_grade.max_score + bonus)
+    assert solutions_grade.score == pytest.approx(solutions_grade.max_score + bonus(solutions_grade.tests))
 
 
 def test_gpu_tier_runs_the_large_cases_and_times_every_benchmark(solutions_grade):
