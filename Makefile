@@ -9,7 +9,7 @@ RELEASE ?= release
 
 .PHONY: grade test test-gpu bench batch release clean
 
-$(VENV)/.ready: grader/bootstrap.py
+$(VENV)/.ready: grader/bootstrap.py grader/stack.toml
 	$(PYTHON) grader/bootstrap.py
 	@touch $@
 

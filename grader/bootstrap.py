@@ -14,11 +14,15 @@ import importlib.util
 import site
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
-CPU_STACK = ["torch==2.13.0", "triton==3.9.0"]
+# The pinned CPU stack (grader/stack.toml, read as grader/stack.py does: nothing but the standard
+# library is installed yet). Triton is the GPU image's own version.
+_PIN = tomllib.loads((ROOT / "grader" / "stack.toml").read_text())
+CPU_STACK = [f"torch=={_PIN['torch-cpu']}", f"triton=={_PIN['triton']}", f"numpy{_PIN['numpy-cpu']}"]
 LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest", "numpy": "numpy"}  # module -> package
 # Only `batch` and `make bench` need these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil). A GPU
 # image without them and without a network still grades: `make grade` and `make test` go on without.

@@ -8,6 +8,7 @@ needs to travel between them; the reference is computed by the parent alone, in 
 from __future__ import annotations
 
 import hashlib
+import math
 import importlib.util
 from functools import cache
 from pathlib import Path
@@ -70,3 +71,16 @@ def nbytes(tensor: torch.Tensor) -> int:
 
 def traffic(assignment: Assignment, part: Part, inputs: dict[str, torch.Tensor]) -> dict:
     return function(assignment, part.traffic)(**inputs)
+
+
+def output_bytes(assignment: Assignment, part: Part, case: Case) -> int:
+    """The bytes of the case's right output, found without any data: inputs made on torch's "meta"
+    device carry shapes only, and the reference (or, for CUDA C, output_shape) maps them."""
+    dtype = DTYPES[case.dtype]
+    with torch.device("meta"):
+        inputs = function(assignment, part.inputs)(tuple(case.shape), dtype, case.layout, torch.Generator(), "meta")
+        if part.is_cuda:
+            shape = function(assignment, part.output_shape)(**inputs)
+        else:
+            shape = reference_output(assignment, part, inputs).shape
+    return math.prod(shape) * dtype.itemsize

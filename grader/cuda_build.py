@@ -30,6 +30,7 @@ class Build:
     reason: str = "ok"  # ok, missing_file, compile_error
     message: str = ""
     seconds: float = 0.0  # nvcc's time; 0 for a library found in the cache
+    kernels: tuple[str, ...] = ()  # the __global__ functions it holds, demangled, without parameters
 
 
 def nvcc() -> str | None:
@@ -81,7 +82,7 @@ def build(source: Path) -> Build:
     flags = ["-O3", "-shared", "-Xcompiler", "-fPIC", f"-arch={architecture()}", "-lineinfo"]
     library = CACHE / f"{source.stem}-{_key(source, flags, compiler)}.so"
     if library.exists():
-        return Build(library)
+        return Build(library, kernels=kernels_in(library, compiler))
     library.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
@@ -94,4 +95,22 @@ def build(source: Path) -> Build:
         if done.returncode != 0:
             return Build(None, "compile_error", compile_errors(done.stdout + done.stderr, source))
         os.replace(target, library)  # atomic: a concurrent grader never sees half a library
-    return Build(library, seconds=time.monotonic() - started)
+    return Build(library, seconds=time.monotonic() - started, kernels=kernels_in(library, compiler))
+
+
+def kernels_in(library: Path, compiler: str) -> tuple[str, ...]:
+    """The kernels compiled into the library, read from its device code (cuobjdump, beside nvcc),
+    as the profiler names them: on the GPU a kernel that is not among them is not the student's."""
+    tools = Path(compiler).parent
+    cuobjdump, demangler = tools / "cuobjdump", shutil.which("cu++filt", path=str(tools)) or shutil.which("c++filt")
+    try:
+        listing = subprocess.run([str(cuobjdump), "-elf", str(library)], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    mangled = sorted({m for m in re.findall(r"\.text\.(\S+)", listing.stdout)})
+    if not mangled or demangler is None:
+        return tuple(mangled)
+    demangled = subprocess.run([demangler], input="\n".join(mangled), capture_output=True, text=True).stdout.split("\n")
+    from grader.integrity import kernel_base
+
+    return tuple(sorted({kernel_base(name) for name in demangled if name.strip()}))

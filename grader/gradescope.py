@@ -17,6 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from grader import stack
 from grader.environment import resolve_device
 from grader.grading import Settings, grade_submission
 from grader.isolation import graded_files
@@ -32,12 +33,12 @@ SETUP_SH = """#!/usr/bin/env bash
 set -euo pipefail
 cd /autograder/source
 apt-get update -q
-apt-get install -y -q python3 python3-venv python3-pip
+apt-get install -y -q python3 python3-venv python3-pip bubblewrap
 # torch's CPU build first, so that nothing pulls the multi-gigabyte CUDA build; the grader's
-# own set-up then reuses it and adds the rest.
-python3 -m pip install -q --break-system-packages --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \\
-  || python3 -m pip install -q --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
-python3 -m pip install -q --break-system-packages triton==3.9.0 || python3 -m pip install -q triton==3.9.0
+# own set-up then reuses it and adds the rest. The versions are the repository's pinned stack.
+python3 -m pip install -q --break-system-packages --index-url https://download.pytorch.org/whl/cpu {torch} \\
+  || python3 -m pip install -q --index-url https://download.pytorch.org/whl/cpu {torch}
+python3 -m pip install -q --break-system-packages {rest} || python3 -m pip install -q {rest}
 python3 grader/bootstrap.py
 """
 
@@ -55,7 +56,9 @@ def build_zip(out: Path) -> list[str]:
     out.parent.mkdir(parents=True, exist_ok=True)
     names = []
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        torch, *rest = stack.cpu_requirements()
+        setup = SETUP_SH.format(torch=torch, rest=" ".join(f"'{r}'" for r in rest))
+        for name, text in (("setup.sh", setup), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(name)
             info.external_attr = (stat.S_IFREG | 0o755) << 16  # executable once unpacked
             archive.writestr(info, text)

@@ -8,7 +8,7 @@ its benchmarks. Each part also gets a zero-point `build` test saying whether its
 
 from __future__ import annotations
 
-import random
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import cases, cuda_build, isolation, judging
-from grader.numerics import Verdict
+from grader import cases, cuda_build, integrity, isolation, judging, sandbox
 from grader.environment import describe
+from grader.judging import TaskResult
+from grader.messages import Failure, Job, Task
+from grader.numerics import Verdict
 from grader.results import Grade, TestResult
 from grader.spec import Assignment, Case, Part
 
@@ -31,6 +33,7 @@ class Settings:
     device: str  # "cpu" or "cuda"
     salt: str = ""  # batch mode's secret: makes seeds unguessable
     timeout_s: float | None = None  # overrides the assignment's own limit (tests use it)
+    sandbox: bool = True  # False: as where the OS refuses one (tests show what happens then)
     progress: Callable[[str], None] = lambda text: None
 
 
@@ -42,43 +45,54 @@ class _Budget:
         return self.deadline - time.monotonic()
 
 
-def run_tasks(job: dict, tasks: list[dict], workdir: Path, cwd: Path, budget: _Budget) -> dict[str, dict]:
+def _failure(reason: str, message: str) -> TaskResult:
+    return TaskResult(Failure(reason, message))
+
+
+def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
+    results = {}
+    for task_id, done in run.outcomes.items():
+        outputs = {name: found for (task, name), found in run.outputs.items() if task == task_id}
+        results[task_id] = TaskResult(done.outcome, done.activity, outputs)
+    return results
+
+
+def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget) -> dict[str, TaskResult]:
     """Every task's outcome: a child's report, or the reason it never reported."""
-    outcomes: dict[str, dict] = {}
+    results: dict[str, TaskResult] = {}
     pending = list(tasks)
     for _ in range(MAX_CHILDREN):
         if not pending or budget.left() <= 0:
             break
-        run = isolation.run_child({**job, "tasks": pending}, workdir, cwd, budget.left())
-        outcomes.update(run.outcomes)
-        pending = [t for t in pending if t["id"] not in outcomes]
+        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left())
+        results.update(_collect(run))
+        pending = [t for t in pending if t.id not in results]
         if not pending:
             break
         reason, message = run.death()
         in_flight = run.in_flight
-        if in_flight is None and run.outcomes and not run.timed_out:
+        if in_flight is None and run.outcomes and not run.timed_out and not run.violation:
             continue  # it stopped between tasks (after a CUDA error, on purpose): go on in a fresh one
         if in_flight is None:  # it died or hung outside any task: a new child would fare no better
-            if not run.outcomes and not run.timed_out:  # before any student code ran: not the student's doing
+            if not run.ready and not run.timed_out:  # before any student code ran: not the student's doing
                 message = ("the grading process died before running any of your code: a fault of the grader "
                            f"or of this machine, please report it. {message}")
             for task in pending:
-                outcomes[task["id"]] = {"error": {"reason": reason, "message": message}}
+                results[task.id] = _failure(reason, message)
             break
-        outcomes[in_flight] = {"error": {"reason": reason, "message": message}}
+        results[in_flight] = _failure(reason, message)
         # A bug that kills the process would kill every later call of that part too: one child, not one per case.
-        dead_part = next(t["part"] for t in pending if t["id"] == in_flight)
+        dead_part = next(t.part for t in pending if t.id == in_flight)
         note = f"not run: the process died in an earlier call of this part ({reason})"
         for task in pending:
-            if task["part"] == dead_part and task["id"] != in_flight:
-                outcomes[task["id"]] = {"error": {"reason": reason, "message": note}}
-        pending = [t for t in pending if t["id"] not in outcomes]
+            if task.part == dead_part and task.id != in_flight:
+                results[task.id] = _failure(reason, note)
+        pending = [t for t in pending if t.id not in results]
         if run.timed_out:
             break
     for task in pending:
-        if task["id"] not in outcomes:
-            outcomes[task["id"]] = {"error": {"reason": "timeout", "message": "not run: the assignment's time limit was spent"}}
-    return outcomes
+        results.setdefault(task.id, _failure("timeout", "not run: the assignment's time limit was spent"))
+    return results
 
 
 class AssignmentGrading:
@@ -89,71 +103,79 @@ class AssignmentGrading:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{assignment.name}-"))
         self.copy_root = self.workdir / "submission"
         isolation.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
-        (self.workdir / "outputs").mkdir()
-        self.job = {
-            "assignment_dir": str(assignment.directory),
-            "submission_dir": str(self.copy_root),
-            "outputs_dir": str(self.workdir / "outputs"),
-            "device": self.device,
-        }
+        self.cwd = self.copy_root / assignment.name
+        self.libraries = self.workdir / "libraries"
+        sandboxed = settings.sandbox and not sandbox.probe().startswith("none")
+        self.view = sandbox.View([self.copy_root, self.libraries], self.cwd, 0) if sandboxed else None
+        self.job = Job(str(assignment.directory), str(self.copy_root), self.device, 0, "", [])
 
     def seed(self, part: Part, kind: str, index: int) -> int:
         return cases.seed_for(self.assignment, part, kind, index, self.settings.salt)
 
     def run(self) -> list[TestResult]:
-        cwd = self.copy_root / self.assignment.name
-        builds = {part.name: self.build(part, cwd) for part in self.assignment.parts if part.is_cuda}
-        self.job["libraries"] = {name: str(b.library) for name, b in builds.items() if b.library}
+        builds = {part.name: self.build(part) for part in self.assignment.parts if part.is_cuda}
+        self.job.libraries = self.private_libraries(builds)
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
-        outcomes = run_tasks(self.job, tasks, self.workdir, cwd, self.budget)
+        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget)
         tests: list[TestResult] = []
         for part in self.assignment.parts:
-            cases_verdicts = self.case_verdicts(part, builds.get(part.name), tasks, outcomes)
+            cases_verdicts = self.case_verdicts(part, builds.get(part.name), tasks, results)
             verdicts = [v for _, v in cases_verdicts]
             tests.append(self.build_test(part, builds.get(part.name), verdicts))
             tests.extend(self.case_tests(part, cases_verdicts))
-            tests.extend(self.performance_tests(part, verdicts, cwd))
+            tests.extend(self.performance_tests(part, verdicts, builds.get(part.name)))
         return tests
 
-    def build(self, part: Part, cwd: Path) -> cuda_build.Build:
+    def build(self, part: Part) -> cuda_build.Build:
         self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")
-        return cuda_build.build(cwd / part.file)
+        return cuda_build.build(self.cwd / part.file)
+
+    def private_libraries(self, builds: dict[str, cuda_build.Build]) -> dict[str, str]:
+        """Each CUDA part's library copied into this grading's folder: the build cache, which holds
+        every other student's libraries too, stays out of the child's sight."""
+        copies = {}
+        for name, build in builds.items():
+            if build.library:
+                copy = self.libraries / name / build.library.name
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(build.library, copy)
+                copies[name] = str(copy)
+        return copies
 
     @staticmethod
     def unbuilt(part: Part, builds: dict[str, cuda_build.Build]) -> bool:
         return part.is_cuda and builds[part.name].library is None
 
-    def case_tasks(self, part: Part) -> list[dict]:
+    def task(self, part: Part, kind: str, index: int, case: Case, repeats: int = 1) -> Task:
+        cap = 2 * cases.output_bytes(self.assignment, part, case) + (1 << 20)
+        seed = self.seed(part, "case", index)
+        return Task(f"{part.name}:{kind}:{index}", part.name, kind, index, seed, repeats, cap)
+
+    def case_tasks(self, part: Part) -> list[Task]:
         """The child's work for one part: each case of the tier; for a CUDA part on the CPU tier,
         one probe call that tells an untouched stub from an attempt."""
         if part.is_cuda and self.device != "cuda":
-            return [{"id": f"{part.name}:probe", "part": part.name, "kind": "probe", "index": 0, "seed": self.seed(part, "case", 0)}]
+            return [self.task(part, "probe", 0, part.cases[0])]
         repeats = part.repeats if self.device == "cuda" else 1
-        return [
-            {"id": f"{part.name}:case:{i}", "part": part.name, "kind": "case", "index": i,
-             "seed": self.seed(part, "case", i), "repeats": repeats}
-            for i, case in enumerate(part.cases)
-            if case.runs_on(self.device)
-        ]  # fmt: skip
+        return [self.task(part, "case", i, case, repeats) for i, case in enumerate(part.cases) if case.runs_on(self.device)]
 
-    def case_verdicts(self, part: Part, build, tasks: list[dict], outcomes: dict) -> list[tuple[Case, Verdict]]:
+    def case_verdicts(self, part: Part, build, tasks: list[Task], results: dict) -> list[tuple[Case, Verdict]]:
         probing = part.is_cuda and self.device != "cuda"
         # A CUDA part's cases are all GPU-tier: without a GPU they are shown, with their points, as not graded.
         shown = list(part.cases) if probing else [case for case in part.cases if case.runs_on(self.device)]
         if build is not None and build.library is None:
             return [(case, Verdict(build.reason, build.message)) for case in shown]
         if probing:
-            error = outcomes[f"{part.name}:probe"].get("error")
-            verdict = Verdict(error["reason"], error["message"]) if error else Verdict(
-                "no_gpu", f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only")
+            found = results[f"{part.name}:probe:0"]
+            verdict = integrity.harness_tampering(found.activity) or (
+                Verdict(found.outcome.reason, found.outcome.message) if isinstance(found.outcome, Failure) else
+                Verdict("no_gpu", f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only"))  # fmt: skip
             return [(case, verdict) for case in shown]
-        mine = [t for t in tasks if t["part"] == part.name]
-        return [(part.cases[t["index"]], self.judge_case(part, t, outcomes[t["id"]])) for t in mine]
-
-    def judge_case(self, part: Part, task: dict, outcome: dict) -> Verdict:
-        case = part.cases[task["index"]]
-        return judging.judge_case(self.assignment, part, case, task["seed"], outcome, self.device)
+        kernels = set(build.kernels) if build is not None else set()
+        return [(part.cases[t.index], judging.judge_case(self.assignment, part, part.cases[t.index], t.seed,
+                                                         results[t.id], self.device, kernels))
+                for t in tasks if t.part == part.name]  # fmt: skip
 
     def test(self, part: Part, kind: str, name: str, verdict: Verdict, score: float, max_score: float) -> TestResult:
         label = f"{self.assignment.name}/{part.name}{' (bonus)' if part.bonus else ''}: {name}"
@@ -161,7 +183,12 @@ class AssignmentGrading:
                           verdict.message, verdict.metrics, part.bonus)  # fmt: skip
 
     def build_test(self, part: Part, build, verdicts: list[Verdict]) -> TestResult:
-        failed = next((v for v in verdicts if v.reason in LOAD_REASONS), None)
+        """Whether the file loaded. A compile error counts as a load failure only when every case
+        had it: a kernel that compiles for float32 but not for float16 loaded, and its float16
+        cases say why they failed."""
+        failed = next((v for v in verdicts if v.reason in LOAD_REASONS - {"compile_error"}), None)
+        if failed is None and verdicts and all(v.reason == "compile_error" for v in verdicts):
+            failed = verdicts[0]
         if build is not None and build.library is None:
             failed = Verdict(build.reason, build.message)
         loaded = f"compiled with nvcc and exports {part.entry}()" if part.is_cuda else f"loaded and defines {part.entry}()"
@@ -177,7 +204,7 @@ class AssignmentGrading:
             for case, v in cases_verdicts
         ]
 
-    def performance_tests(self, part: Part, verdicts: list[Verdict], cwd: Path) -> list[TestResult]:
+    def performance_tests(self, part: Part, verdicts: list[Verdict], build) -> list[TestResult]:
         if not part.benchmarks:
             return []
         points = part.performance_points / len(part.benchmarks)
@@ -189,25 +216,16 @@ class AssignmentGrading:
         if failed:
             verdict = Verdict(failed.reason, f"not timed: correctness must pass first ({failed.reason})")
             return [self.test(part, "performance", label, verdict, 0.0, points) for label in labels]
-        tasks = self.bench_tasks(part)
+        tasks = [self.task(part, "bench", i, case) for i, case in enumerate(part.benchmarks)]
         self.settings.progress(f"{self.assignment.name}: timing {part.name} on {len(tasks)} shapes")
-        outcomes = run_tasks(self.job, tasks, self.workdir, cwd, self.budget)
+        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget)
         tests = []
         for task, label in zip(tasks, labels):
-            case = part.benchmarks[task["index"]]
-            verdict = judging.judge_bench(self.assignment, part, case, task, outcomes[task["id"]], self.device)
+            case = part.benchmarks[task.index]
+            verdict = judging.judge_bench(self.assignment, part, case, results[task.id], self.device)
             credit = verdict.metrics.get("credit", 0.0) if verdict.reason in ("ok", "too_slow") else 0.0
             tests.append(self.test(part, "performance", label, verdict, points * credit, points))
         return tests
-
-    def bench_tasks(self, part: Part) -> list[dict]:
-        tasks = []
-        for i, _ in enumerate(part.benchmarks):
-            seeds = [self.seed(part, f"bench{i}", k) for k in range(part.performance.pool)]
-            keep_at = random.Random(seeds[0]).randrange(part.performance.repetitions)
-            tasks.append({"id": f"{part.name}:bench:{i}", "part": part.name, "kind": "bench", "index": i,
-                          "pool_seeds": seeds, "keep_at": keep_at})  # fmt: skip
-        return tasks
 
 
 def grade_assignment(assignment: Assignment, submission: Path, settings: Settings) -> list[TestResult]:

@@ -1,19 +1,27 @@
 """Running student code in a fresh child process, and reading back what it reports.
 
-The parent spawns `python -I` (a new interpreter, not a fork) on a temporary copy of one
-assignment of one submission, with a wall-clock limit, the assignment's host memory and process
-limits (limits.py) and, where the OS allows, a sandbox of namespaces (sandbox.py). The child
-reports over a pipe of its own (one JSON line per event); its stdout and stderr are captured and
-truncated, so a chatty submission cannot flood the report. When the child dies in the middle of
-a task, the task in flight gets the reason (crash with the signal named, timeout, out_of_memory)
-and the parent carries on with the rest in a new child: one bad call costs that call, not the
-assignment.
+The parent spawns `python -I` (a new interpreter, never a fork) inside the sandbox (sandbox.py),
+with a wall-clock limit and the assignment's host memory and process limits (limits.py). The
+job travels on the child's standard input; the child's report comes back as signed frames on a
+pipe of its own (messages.py), read here by a thread with caps on every size and count. Its
+stdout and stderr are captured and truncated, so a chatty submission cannot flood the report.
+
+Whatever the child sends is untrusted data: a frame that fails its signature, breaks a cap or
+does not parse ends the reading and the child, and costs the task in flight (`tampering` or
+`crash`), never the grader. When the child dies in the middle of a task, that task gets the
+reason (crash with the signal named, timeout, out_of_memory) and the parent carries on with the
+rest in a new child: one bad call costs that call, not the assignment.
+
+Every process the child started dies before the parent reads a result: inside the sandbox its
+PID namespace dies with it; without one, this process is a subreaper, so even a daemon that
+double-forked and called setsid is reparented here, found and killed.
 """
 
 from __future__ import annotations
 
-import json
+import ctypes
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,19 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from grader import messages, sandbox
 from grader.limits import Limits, Watchdog
+from grader.messages import Done, Finished, Hello, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
 
-# The child enters its sandbox while it is one thread with nothing loaded, imports the grader
-# from the repository, then takes the repository off sys.path, so student code cannot
-# `import solutions...` through a namespace package (where the sandbox could not hide it).
-BOOT = (
-    "import os, sys; root = sys.argv[1]; sys.path.insert(0, root); from grader import sandbox; "
-    "status = sandbox.enter(root, sys.argv[2]); from grader import worker; "
-    "sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') != root]; worker.main(sys.argv[2:], status)"
-)
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main import main; main(sys.argv[2])"
 CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
-MAX_MESSAGE_BYTES = 1 << 20
+FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
+PR_SET_CHILD_SUBREAPER = 36
+OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+                 "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
 
 
 class _Capture(threading.Thread):
@@ -63,64 +69,42 @@ class _Capture(threading.Thread):
         return (self.head + middle + self.tail).decode(errors="replace")
 
 
-class _Channel(threading.Thread):
-    """Reads the child's JSON lines; anything that is not one is ignored."""
+@dataclass
+class OutputFile:
+    """An output tensor as the parent wrote it to its own file (`path` is None when not sent)."""
 
-    def __init__(self, fd: int):
-        super().__init__(daemon=True)
-        self.file = os.fdopen(fd, "rb")
-        self.messages: list[dict] = []
-        self.garbled = 0  # lines that were not JSON, or were cut at MAX_MESSAGE_BYTES
-
-    def run(self) -> None:
-        for line in iter(lambda: self.file.readline(MAX_MESSAGE_BYTES), b""):
-            try:
-                message = json.loads(line)
-            except ValueError:
-                self.garbled += 1
-                continue
-            if isinstance(message, dict):
-                self.messages.append(message)
-        self.file.close()
+    dtype: str
+    shape: list[int]
+    path: Path | None
 
 
 @dataclass
 class ChildRun:
-    messages: list[dict]
-    returncode: int | None
-    timed_out: bool
-    seconds: float
+    returncode: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
     stdout: str = ""
     stderr: str = ""
     limit_hit: tuple[str, str] | None = None  # (reason, message) when the parent killed it for a limit
-    garbled: int = 0  # messages on the result channel that could not be read
-    outcomes: dict[str, dict] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for message in self.messages:
-            if message.get("event") == "done" and isinstance(message.get("outcome"), dict):
-                self.outcomes[str(message.get("task"))] = message["outcome"]
+    violation: ProtocolError | None = None  # what ended the reading of the channel early
+    ready: bool = False  # the harness was up before any student code ran
+    started: list[str] = field(default_factory=list)
+    outcomes: dict[str, Done] = field(default_factory=dict)
+    outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
+    finished: bool = False
 
     @property
     def in_flight(self) -> str | None:
         """The task that had started and not finished when the child ended."""
-        started = [str(m.get("task")) for m in self.messages if m.get("event") == "start"]
-        return next((t for t in reversed(started) if t not in self.outcomes), None)
-
-    @property
-    def sandbox(self) -> str:
-        """What the child's sandbox held (sandbox.enter's words), as the child reported it."""
-        return next((str(m.get("status")) for m in self.messages if m.get("event") == "sandbox"), "unknown")
-
-    @property
-    def finished(self) -> bool:
-        return any(m.get("event") == "finished" for m in self.messages)
+        return next((t for t in reversed(self.started) if t not in self.outcomes), None)
 
     def death(self) -> tuple[str, str]:
         """Why the child ended early, as a reason code and a sentence."""
         code = self.returncode
         tail = "\n".join(self.stderr.strip().splitlines()[-12:])
         detail = f"\nLast lines of stderr:\n{tail}" if tail else ""
+        if self.violation:
+            return self.violation.reason, f"{self.violation.message}{detail}"
         if self.limit_hit:
             return self.limit_hit[0], f"killed: {self.limit_hit[1]}{detail}"
         if self.timed_out:
@@ -132,10 +116,59 @@ class ChildRun:
             return "crash", f"the process was killed by {name}{detail}"
         if "CUDA" in tail and ("error" in tail or "illegal" in tail):
             return "crash", f"the process died with a CUDA error{detail}"
-        if self.garbled:
-            return "crash", (f"the call's result never arrived: {self.garbled} message(s) on the result channel could "
-                             f"not be read (longer than {MAX_MESSAGE_BYTES} bytes, or not JSON){detail}")
         return "crash", f"the process exited with status {code} in the middle of the call (sys.exit or os._exit?){detail}"
+
+
+class _Channel(threading.Thread):
+    """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
+
+    def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation):
+        super().__init__(daemon=True)
+        self.file = os.fdopen(fd, "rb")
+        caps = [t.max_output_bytes for t in tasks]
+        self.reader = messages.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
+        self.tasks = {t.id: t for t in tasks}
+        self.limit = FRAMES_PER_TASK * len(tasks) + 4
+        self.run_, self.on_violation = run, on_violation
+
+    def run(self) -> None:
+        try:
+            for _ in range(self.limit):
+                self.take(self.reader.read())
+            raise ProtocolError("tampering", f"more than {self.limit} messages on the result channel")
+        except EOFError:
+            pass
+        except ProtocolError as error:
+            self.run_.violation = error
+            self.on_violation()
+        finally:
+            self.file.close()
+
+    def take(self, frame: messages.Frame) -> None:
+        message, run = frame.message, self.run_
+        if isinstance(message, Hello):
+            run.ready = True
+        elif isinstance(message, Start) and message.task in self.tasks:
+            run.started.append(message.task)
+        elif isinstance(message, Output) and message.task == run.in_flight:
+            self.output(message, frame)
+        elif isinstance(message, Done) and message.task == run.in_flight:
+            run.outcomes[message.task] = message
+        elif isinstance(message, Finished):
+            run.finished = True
+        else:
+            raise ProtocolError("tampering", f"an out-of-order message on the result channel ({type(message).__name__})")
+
+    def output(self, message: Output, frame: messages.Frame) -> None:
+        size = OUTPUT_DTYPES.get(message.dtype)
+        numel = 1
+        for extent in message.shape:
+            numel *= max(extent, 0)
+        expected = numel * size if size else -1
+        if size is None or len(message.shape) > 8 or (message.sent and frame.payload_bytes != expected):
+            raise ProtocolError("tampering", f"an output whose bytes do not match its shape and dtype ({message.dtype})")
+        path = frame.payload if message.sent else None
+        self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, path)
 
 
 def graded_files(folder: Path) -> Iterator[Path]:
@@ -161,15 +194,14 @@ def copy_submission(source: Path, destination: Path) -> None:
         shutil.copyfile(path, target)
 
 
-def child_environment(device: str, workdir: Path) -> dict[str, str]:
+def child_environment(device: str, scratch: Path) -> dict[str, str]:
+    """`scratch` is the child's own writable folder: its private /tmp in the sandbox."""
     # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    # Triton's cache of compiled kernels, private to this grading: a shared one would let one
+    env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
+    # Triton's cache of compiled kernels, private to this child: a shared one would let one
     # submission plant a binary under the key of another's (say, a verbatim tutorial) kernel.
-    env["TRITON_CACHE_DIR"] = str(workdir / "triton-cache")
-    env["TRITON_HOME"] = str(workdir)
+    env.update(TRITON_CACHE_DIR=str(scratch / "triton-cache"), TRITON_HOME=str(scratch))
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -178,67 +210,112 @@ def child_environment(device: str, workdir: Path) -> dict[str, str]:
     return env
 
 
-def limits_of(assignment_dir: str) -> tuple[Limits, float]:
-    """The parent's limits on a child of the assignment, and the GPU memory (GiB) its torch may use."""
+def limits_of(assignment_dir: str) -> tuple[Limits, float, int]:
+    """The parent's limits on a child of the assignment, the GPU memory (GiB) its torch may use,
+    and the size of its scratch space."""
     assignment = load_assignment(Path(assignment_dir))
-    return Limits(int(assignment.host_memory_gib * 2**30), assignment.max_processes), assignment.gpu_memory_gib
+    limits = Limits(int(assignment.host_memory_gib * 2**30), assignment.max_processes)
+    return limits, assignment.gpu_memory_gib, int(assignment.scratch_gib * 2**30)
 
 
-def private_libraries(job: dict, workdir: Path) -> dict[str, str]:
-    """The job's CUDA libraries copied into the child's folder: the build cache, which holds
-    every other student's libraries too, stays out of the child's sight."""
-    copies = {}
-    for part, library in job.get("libraries", {}).items():
-        copy = workdir / "libraries" / part / Path(library).name
-        if not copy.exists():
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(library, copy)
-        copies[part] = str(copy)
-    return copies
+_subreaper = False
 
 
-def run_child(job: dict, workdir: Path, cwd: Path, timeout_s: float) -> ChildRun:
-    limits, gpu_memory_gib = limits_of(job["assignment_dir"])
-    job_path = workdir / "job.json"
-    libraries = private_libraries(job, workdir)
-    job_path.write_text(json.dumps({**job, "libraries": libraries, "gpu_memory_gib": gpu_memory_gib}))
+def become_subreaper() -> None:
+    """Orphans of our children are reparented to this process, not to init: none escapes."""
+    global _subreaper
+    if not _subreaper and sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        _subreaper = True
+
+
+def children() -> set[int]:
+    """The processes whose parent is this one."""
+    me, found = str(os.getpid()).encode(), set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as file:
+                if file.read().rsplit(b")", 1)[1].split()[1] == me:
+                    found.add(int(pid))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def kill_orphans(known: set[int]) -> None:
+    """Kill every child of this process that is not one of `known` (a daemon a child left behind,
+    reparented here), until none is left, and reap them."""
+    for _ in range(100):
+        found = children() - known
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ChildProcessError, ProcessLookupError):
+                pass
+
+
+_live_children: set[int] = set()  # every child process being graded by this process, on any thread
+
+
+def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float) -> ChildRun:
+    """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one)."""
+    become_subreaper()
+    limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
+    key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
+    # bwrap and Popen keep the numbers of the descriptors they pass on.
+    job.key, job.channel_fd, job.gpu_memory_gib = key.hex(), write_fd, gpu_memory_gib
     lifeline, held = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
-    started = time.monotonic()
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(job_path), str(write_fd), str(lifeline)],
-        pass_fds=(write_fd, lifeline),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=child_environment(job["device"], workdir),
-        start_new_session=True,  # its own session: the watchdog finds (and kills) everything it started
-    )
-    os.close(write_fd)
-    os.close(lifeline)
-    watchdog = Watchdog(process.pid, limits)
-    channel, out, err = _Channel(read_fd), _Capture(process.stdout), _Capture(process.stderr)
+    inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline)]
+    seccomp = sandbox.seccomp_filter() if view else None
+    if view is not None:
+        view.scratch_bytes = scratch
+        argv, env = sandbox.command(inner, view, seccomp), child_environment(job.device, Path("/tmp"))
+    else:
+        own = workdir / f"scratch-{secrets.token_hex(4)}"
+        own.mkdir(mode=0o700)
+        argv, env = inner, child_environment(job.device, own)
+    run = ChildRun()
+    outputs = workdir / f"received-{secrets.token_hex(4)}"
+    outputs.mkdir(mode=0o700)
+    started, before = time.monotonic(), children()
+    process = subprocess.Popen(argv, pass_fds=tuple(f for f in (lifeline, seccomp, write_fd) if f is not None),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=job.submission_dir if view is None else "/", env=env,
+                               start_new_session=True)  # fmt: skip
+    _live_children.add(process.pid)
+    for fd in (write_fd, lifeline) + ((seccomp,) if seccomp is not None else ()):
+        os.close(fd)
+    watchdog = Watchdog(process.pid, limits, before)
+    channel = _Channel(read_fd, key, outputs, job.tasks, run, lambda: watchdog.kill_all())
+    out, err = _Capture(process.stdout), _Capture(process.stderr)
     for thread in (watchdog, channel, out, err):
         thread.start()
-    timed_out = False
+    _send_job(process, job)
     try:
         process.wait(timeout=max(timeout_s, 0.1))
     except subprocess.TimeoutExpired:
-        timed_out = True
+        run.timed_out = True
     watchdog.stop()
     watchdog.kill_all()  # whatever the child left behind goes with it
     process.wait()
+    _live_children.discard(process.pid)
+    kill_orphans(before | _live_children)
     os.close(held)
     for thread in (channel, out, err):
         thread.join(timeout=5)
-    return ChildRun(
-        messages=list(channel.messages),
-        garbled=channel.garbled,
-        returncode=process.returncode,
-        timed_out=timed_out and not watchdog.verdict,
-        seconds=time.monotonic() - started,
-        stdout=out.text(),
-        stderr=err.text(),
-        limit_hit=watchdog.verdict,
-    )
+    run.returncode, run.seconds = process.returncode, time.monotonic() - started
+    run.timed_out = run.timed_out and not watchdog.verdict
+    run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
+    return run
+
+
+def _send_job(process: subprocess.Popen, job: Job) -> None:
+    try:
+        process.stdin.write(messages.job_json(job))
+        process.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # the child is already gone: its death says why

@@ -1,17 +1,20 @@
 """The parent's verdict on what a child reported for one task.
 
-Nothing here trusts the child's opinion: the child reports raw observations (the output file,
-the ops it dispatched, the kernels it launched, raw timings) and the parent recomputes inputs
-from the seed, computes the float64 reference and decides.
+Nothing here trusts the child's opinion: the child reports raw observations (its outputs'
+bytes, the ops and kernels that ran, raw timings) and the parent recomputes the inputs from the
+seed, computes the float64 reference and decides. Whose work it was is integrity.py's question.
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 
 import torch
 
-from grader import cases, numerics
+from grader import cases, integrity, numerics
+from grader.isolation import OutputFile
+from grader.messages import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.numerics import Verdict
 from grader.spec import Assignment, Case, Part
 
@@ -22,125 +25,135 @@ HIDDEN_MS = 0.25  # host-visible time the events did not see, beyond the referen
 # the kernel, so a share above this means work the events never saw.
 HIDDEN_SHARE = 0.5
 COMPUTE_BOUND_INTENSITY = 10.0  # FLOPs per byte
+# Slack on a peak-memory limit: torch's allocator hands out blocks of 512 bytes at least, so a
+# call with a few small buffers (a row statistic of a 1 x 1 x 1 x 64 attention) must not fail by
+# the allocator's rounding. 64 KiB is a hundred such blocks, and nothing next to a real excess.
+MEMORY_SLACK_BYTES = 64 * 1024
+TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+                "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+                "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}  # fmt: skip
 
 
-def load_output(outcome: dict, device: str) -> object:
-    output = outcome.get("output", {})
-    if output.get("type") != "Tensor":
-        return output.get("type", "nothing")
-    return torch.load(output["file"], map_location=device, weights_only=True)
+@dataclass
+class TaskResult:
+    """One task's outcome as the parent received it, with the outputs it wrote for the task."""
+
+    outcome: Outcome
+    activity: Activity | None = None  # for a Failure: what ran before it
+    outputs: dict[str, OutputFile] = field(default_factory=dict)
 
 
-def integrity(part: Part, outcome: dict) -> Verdict | None:
-    forbidden = sorted(set(outcome.get("ops", [])) & set(part.forbidden_ops))
-    if forbidden:
-        ops = ", ".join(f"aten::{op}" for op in forbidden)
-        return Verdict("forbidden_op", f"the call ran torch's {ops}; this assignment asks for your own kernel instead",
-                       {"ops": forbidden})  # fmt: skip
-    launches = outcome.get("launches", [])  # Triton launches; a CUDA part's kernels are its own by construction
-    if part.kernel == "triton" and not any(launch["own"] for launch in launches):
-        others = ", ".join(sorted({launch["kernel"] for launch in launches}))
-        seen = f" (kernels launched, none defined in your files: {others})" if others else ""
-        return Verdict("no_kernel_launched", f"no Triton kernel of yours was launched during the call{seen}")
-    return fusion(part, outcome)
+def size(nbytes: float) -> str:
+    """Bytes in the unit that shows them: 1408 B, 96.0 KiB, 3.2 MiB, 1.50 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{nbytes:.0f} B"
 
 
-def fusion(part: Part, outcome: dict) -> Verdict | None:
-    """A fused part moves its data once: every extra kernel, and every torch op that touches data,
-    is another round trip through memory."""
-    if part.max_kernels is None:
-        return None
-    per_call = sum(launch.get("count", 1) for launch in outcome.get("launches", [])) / max(outcome.get("calls", 1), 1)
-    compute = outcome.get("compute_ops", [])
-    if per_call <= part.max_kernels and not compute:
-        return None
-    seen = []
-    if per_call > part.max_kernels:
-        names = ", ".join(dict.fromkeys(launch["kernel"] for launch in outcome["launches"]))
-        seen.append(f"{per_call:g} kernel launches per call ({names})")
-    if compute:
-        seen.append("torch ops that each run a kernel of their own (" + ", ".join(f"aten::{op}" for op in compute) + ")")
-    limit = "one kernel" if part.max_kernels == 1 else f"at most {part.max_kernels} kernels"
-    return Verdict("not_fused", f"this part must be {limit} and nothing else; the call ran {' and '.join(seen)}",
-                   {"kernels_per_call": per_call, "compute_ops": compute})  # fmt: skip
+def load_output(observation: Observation, outputs: dict[str, OutputFile], device: str) -> object:
+    """The returned value as the parent can judge it: a tensor read from the parent's own file,
+    a shape-only tensor for an output too large to send, or the name of what came back."""
+    returned = observation.returned
+    if returned.kind != "tensor":
+        return returned.type_name
+    found = outputs.get(returned.output)
+    if found is None or found.dtype not in TORCH_DTYPES:
+        return "nothing"
+    dtype = TORCH_DTYPES[found.dtype]
+    if found.path is None:
+        return torch.empty(found.shape, dtype=dtype, device="meta")
+    data = bytearray(found.path.read_bytes())
+    flat = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
+    return flat.reshape(found.shape).to(device)
 
 
-def harness_tampering(outcome: dict) -> Verdict | None:
-    """The child saw the harness's objects rebound, or the result is not a plain tensor."""
-    patched = outcome.get("patched")
-    if patched:
-        objects = patched["objects"]
-        names = ", ".join(objects[:6]) + (f" and {len(objects) - 6} more" if len(objects) > 6 else "")
-        when = "while your file was imported" if patched["at_import"] else "during a call"
-        return Verdict("tampering", f"{names} {'was' if len(objects) == 1 else 'were'} replaced {when}: the grader's "
-                       "clocks, CUDA events and functions are not yours to change", {"patched": objects})  # fmt: skip
-    output = outcome.get("output", {})
-    if output.get("type") == "Tensor subclass":
-        return Verdict("tampering", f"returned a {output['class']}, a subclass of torch.Tensor: its methods would run your "
-                       "code while the grader reads the result, outside the call; return a plain torch.Tensor")  # fmt: skip
+def subclass(observation: Observation) -> Verdict | None:
+    if observation.returned.kind == "subclass":
+        return Verdict("tampering", f"returned a {observation.returned.type_name}, a subclass of torch.Tensor: its "
+                       "methods would run your code while the grader reads the result, outside the call; return a "
+                       "plain torch.Tensor")  # fmt: skip
     return None
 
 
-def aliasing(observed: dict) -> Verdict | None:
+def aliasing(observed: Observation) -> Verdict | None:
     """The output is an input, or a view of one (an input changed in place earns input_modified instead)."""
-    aliases = observed.get("aliases", [])
-    if aliases and not observed.get("modified_inputs"):
-        return Verdict("tampering", f"the returned tensor shares memory with the input {', '.join(aliases)}: it is "
-                       "that input or a view of it, so the grader's own input doubles as your result; return a new tensor")  # fmt: skip
+    if observed.aliases and not observed.modified_inputs:
+        return Verdict("tampering", f"the returned tensor shares memory with the input {', '.join(observed.aliases)}: "
+                       "it is that input or a view of it, so the grader's own input doubles as your result; return a "
+                       "new tensor")  # fmt: skip
     return None
 
 
-def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, outcome: dict, device: str) -> Verdict:
-    verdict = harness_tampering(outcome)
-    if verdict:
-        return verdict
-    if "error" in outcome:
-        return Verdict(outcome["error"]["reason"], outcome["error"]["message"])
-    verdict = integrity(part, outcome) or aliasing(outcome)
-    if verdict:
-        return verdict
+def _numerics(assignment: Assignment, part: Part, case: Case, seed: int, observation: Observation,
+              outputs: dict, device: str) -> tuple[Verdict, dict, torch.Tensor]:  # fmt: skip
     inputs = cases.make_inputs(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
-    out = load_output(outcome, device)
-    verdict = numerics.judge(
-        out,
-        reference,
-        cases.DTYPES[case.dtype],
-        part.tolerance_for(case.dtype),
-        outcome.get("modified_inputs", []),
-        outcome.get("overrun", 0),
-    )
-    unstable = outcome.get("unstable", 0)
-    if unstable and verdict.reason in ("ok", "wrong_result"):
-        race = (f"the output changed between {part.repeats} runs on the same inputs ({unstable} element(s) differed): "
-                "a race, such as a missing __syncthreads or a read of memory another thread has not written yet")
+    verdict = numerics.judge(load_output(observation, outputs, device), reference, cases.DTYPES[case.dtype],
+                             part.tolerance_for(case.dtype), observation.modified_inputs, observation.overrun)  # fmt: skip
+    return verdict, inputs, reference
+
+
+def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result: TaskResult, device: str,
+               cuda_kernels: set[str] = frozenset()) -> Verdict:  # fmt: skip
+    report = result.outcome
+    verdict = integrity.harness_tampering(result.activity or getattr(report, "activity", None))
+    if verdict:
+        return verdict
+    if isinstance(report, Failure):
+        return Verdict(report.reason, report.message)
+    if not isinstance(report, CaseReport):
+        return Verdict("crash", "the child reported something other than a case's result")
+    verdict = (subclass(report.observation) or integrity.integrity(part, report.activity, device, report.calls, cuda_kernels)
+               or aliasing(report.observation) or target_verdict(case, report.activity))  # fmt: skip
+    if verdict:
+        return verdict
+    verdict, _, _ = _numerics(assignment, part, case, seed, report.observation, result.outputs, device)
+    if report.unstable and verdict.reason in ("ok", "wrong_result"):
+        race = (f"the output changed between {part.repeats} runs on the same inputs ({report.unstable} element(s) "
+                "differed): a race, such as a missing __syncthreads or a read of memory another thread has not written yet")
         message = race if verdict.ok else f"{verdict.message}; and {race}"
-        return Verdict("wrong_result", message, {**verdict.metrics, "unstable": unstable})
-    if verdict.ok and "followup" in outcome:
-        followed = judge_followup(assignment, part, case, outcome["followup"], device)
+        return Verdict("wrong_result", message, {**verdict.metrics, "unstable": report.unstable})
+    if verdict.ok and report.followup is not None:
+        followed = judge_followup(assignment, part, case, report.followup, result.outputs, device)
         if followed and not followed.ok:
             return followed
         verdict.metrics.update(followed.metrics if followed else {})  # the peak memory, where measured
     return verdict
 
 
-def judge_followup(assignment: Assignment, part: Part, case: Case, followup: dict, device: str) -> Verdict | None:
+def target_verdict(case: Case, activity: Activity) -> Verdict | None:
+    """CPU tier: what the GPU will say of a kernel the interpreter ran happily (gpu_target.py)."""
+    for report in activity.targets:
+        if not report.ok:
+            return Verdict("compile_error", f"{report.kernel} ({report.where}) runs in the interpreter but does not "
+                           f"compile for the GPU, which will refuse it: {report.error}")  # fmt: skip
+        if report.shared_limit and report.shared_bytes > report.shared_limit:
+            return Verdict("compile_error", f"{report.kernel} ({report.where}) needs {size(report.shared_bytes)} of "
+                           f"shared memory, more than the GPU's {size(report.shared_limit)}: on the GPU it fails with "
+                           "'out of resource: shared memory'; loop over the row in blocks instead of loading it whole")  # fmt: skip
+        if report.tf32_dots and case.dtype == "float32" and case.tier == "both":
+            return Verdict("wrong_result", f"{report.kernel} ({report.where}) has a float32 tl.dot that the GPU runs in "
+                           "TF32 (10-bit mantissas, relative errors near 1e-3, far over this case's tolerance): pass "
+                           "input_precision=\"ieee\" to tl.dot; the interpreter multiplies exactly, so only the GPU "
+                           "shows it")  # fmt: skip
+    return None
+
+
+def judge_followup(assignment: Assignment, part: Part, case: Case, followup: Followup, outputs: dict,
+                   device: str) -> Verdict | None:  # fmt: skip
     """A second call, on new inputs of the same shape written into the same memory as the first
     ones, must return a new tensor computed from them: a cached result comes back stale. A part
     whose memory is measured gets that verdict (ok, with the figures, or out_of_memory)."""
-    verdict = harness_tampering(followup) or aliasing(followup)
+    verdict = subclass(followup.observation) or aliasing(followup.observation)
     if verdict:
         return verdict
-    inputs = cases.make_inputs(assignment, part, case, followup["seed"], device)
-    reference = cases.reference_output(assignment, part, inputs)
-    checked = numerics.judge(load_output(followup, device), reference, cases.DTYPES[case.dtype],
-                             part.tolerance_for(case.dtype), followup.get("modified_inputs", []),
-                             followup.get("overrun", 0))  # fmt: skip
-    if not checked.ok and followup.get("same_as_first"):
+    checked, inputs, reference = _numerics(assignment, part, case, followup.seed, followup.observation, outputs, device)
+    if not checked.ok and followup.same_as_first:
         return Verdict("tampering", "a second call, on new inputs of the same shape in the same memory, returned the "
                        "first call's output again, bit for bit: the result was cached (by shape or by data_ptr()) "
                        "instead of computed from each call's inputs", checked.metrics)  # fmt: skip
-    if followup.get("reuses_first_output"):
+    if followup.reuses_first_output:
         return Verdict("tampering", "a second call returned a tensor in the memory of the first call's output, "
                        "overwriting it: return a new tensor from every call, not a buffer kept from an earlier one")  # fmt: skip
     if not checked.ok:
@@ -149,22 +162,21 @@ def judge_followup(assignment: Assignment, part: Part, case: Case, followup: dic
     return memory(part, inputs, reference.numel() * cases.DTYPES[case.dtype].itemsize, followup, device)
 
 
-def memory(part: Part, inputs: dict, output_bytes: int, followup: dict, device: str) -> Verdict | None:
+def memory(part: Part, inputs: dict, output_bytes: int, followup: Followup, device: str) -> Verdict | None:
     """At its peak, the inputs plus what the call allocated must stay within the part's multiple of
-    the bytes of its inputs and output: an algorithm that keeps an intermediate the size of the
-    problem squared in memory does not. None where the part's memory is not measured."""
-    if part.peak_memory is None or "allocated_bytes" not in followup:
+    the bytes of its inputs and output (plus the allocator's slack): an algorithm that keeps an
+    intermediate the size of the problem squared in memory does not. None where not measured."""
+    if part.peak_memory is None:
         return None
     given = sum(cases.nbytes(t) for t in cases.tensors(inputs).values())
-    peak = given + followup["allocated_bytes"]
-    limit = part.peak_memory * (given + output_bytes)
+    peak = given + followup.allocated_bytes
+    limit = part.peak_memory * (given + output_bytes) + MEMORY_SLACK_BYTES
     figures = {"peak_bytes": peak, "allowed_bytes": limit}
     if peak <= limit:
         return Verdict("ok", f"peak memory {peak / limit:.0%} of what is allowed", figures)
     counted = "torch's peak allocation during the call" if device == "cuda" else "the tensors the call allocated"
-    mib = 2**20
-    return Verdict("out_of_memory", f"the inputs plus what the call allocated came to {peak / mib:.1f} MiB at the peak "
-                   f"({counted}: {followup['allocated_bytes'] / mib:.1f} MiB), over the {limit / mib:.1f} MiB allowed, "
+    return Verdict("out_of_memory", f"the inputs plus what the call allocated came to {size(peak)} at the peak "
+                   f"({counted}: {size(followup.allocated_bytes)}), over the {size(limit)} allowed, "
                    f"{part.peak_memory:g}x the bytes of the inputs and the output: keep the intermediate results in "
                    "registers and shared memory instead of writing them out whole", figures)  # fmt: skip
 
@@ -173,23 +185,23 @@ def _median(samples: list[float]) -> float:
     return statistics.median(samples) if samples else float("nan")
 
 
-def speed_metrics(outcome: dict, traffic: dict) -> dict:
+def speed_metrics(report: BenchReport, traffic: dict) -> dict:
     """Medians, spread, achieved bandwidth and throughput, and the share of the copy roofline."""
-    student, baseline = outcome["samples"]["student"], outcome["samples"]["baseline"]
-    student_ms = max(_median(student["event_ms"]), 1e-6)
-    baseline_ms = _median(baseline["event_ms"])
+    student, baseline = report.student, report.baseline
+    student_ms = max(_median(student.event_ms), 1e-6)
+    baseline_ms = _median(baseline.event_ms)
     nbytes, flops = traffic.get("bytes", 0), traffic.get("flops", 0)
     gbps = nbytes / (student_ms * 1e-3) / 1e9
     return {
         "student_ms": student_ms,
         "baseline_ms": baseline_ms,
         "ratio": baseline_ms / student_ms,
-        "student_spread_ms": [min(student["event_ms"]), max(student["event_ms"])],
-        "baseline_spread_ms": [min(baseline["event_ms"]), max(baseline["event_ms"])],
-        "student_hidden_ms": _median(student["hidden_ms"]),
-        "baseline_hidden_ms": _median(baseline["hidden_ms"]),
-        "samples": len(student["event_ms"]),
-        "remeasured": outcome.get("remeasured", False),
+        "student_spread_ms": [min(student.event_ms), max(student.event_ms)],
+        "baseline_spread_ms": [min(baseline.event_ms), max(baseline.event_ms)],
+        "student_hidden_ms": _median(student.hidden_ms),
+        "baseline_hidden_ms": _median(baseline.hidden_ms),
+        "samples": len(student.event_ms),
+        "remeasured": report.remeasured,
         "bytes": nbytes,
         "flops": flops,
         "gbps": gbps,
@@ -199,9 +211,9 @@ def speed_metrics(outcome: dict, traffic: dict) -> dict:
         # Above this many FLOPs per byte the arithmetic units, not memory, set the pace on any
         # current GPU (an H200's ridge is ~164 in float16, ~12 in float32 without TF32).
         "compute_bound": bool(nbytes) and flops / nbytes > COMPUTE_BOUND_INTENSITY,
-        "copy_gbps": outcome.get("copy_gbps"),
-        "roofline_share": gbps / outcome["copy_gbps"] if outcome.get("copy_gbps") else None,
-        "device_name": outcome.get("device_name"),
+        "copy_gbps": report.copy_gbps or None,
+        "roofline_share": gbps / report.copy_gbps if report.copy_gbps else None,
+        "device_name": report.device_name,
     }
 
 
@@ -217,20 +229,36 @@ def tampering(metrics: dict) -> str | None:
     return None  # fmt: skip
 
 
-def judge_bench(assignment: Assignment, part: Part, case: Case, task: dict, outcome: dict, device: str) -> Verdict:
+def timed_calls(part: Part, report: BenchReport) -> Verdict | None:
+    """Every timed call's output was checked in the child against torch's on the same inputs, and
+    the torch ops of the timed stretch are judged like those of any call."""
+    wrong = [check for check in report.checks if not check.agrees]
+    if wrong:
+        return Verdict("tampering", f"{len(wrong)} of {len(report.checks)} timed calls returned a wrong output "
+                       f"(call {wrong[0].rep}: {wrong[0].detail}) although the correctness cases passed: the timed calls "
+                       "did not do the work that was checked", {"wrong_timed_calls": len(wrong)})  # fmt: skip
+    if not report.checks:
+        return Verdict("crash", "no timed call was reported")
+    return integrity.harness_tampering(report.activity) or integrity.forbidden_ops(part, report.activity)
+
+
+def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResult, device: str) -> Verdict:
     """The speed verdict, with credit in the metrics; the output of a timed call must be right too."""
-    verdict = harness_tampering(outcome)
+    report = result.outcome
+    verdict = integrity.harness_tampering(result.activity)
     if verdict:
         return verdict
-    if "error" in outcome:
-        return Verdict(outcome["error"]["reason"], outcome["error"]["message"])
-    inputs = cases.make_inputs(assignment, part, case, task["pool_seeds"][outcome["keep_pool_index"]], device)
-    reference = cases.reference_output(assignment, part, inputs)
-    checked = numerics.judge(load_output(outcome, device), reference, cases.DTYPES[case.dtype],
-                             part.tolerance_for(case.dtype))  # fmt: skip
+    if isinstance(report, Failure):
+        return Verdict(report.reason, report.message)
+    if not isinstance(report, BenchReport) or report.kept is None:
+        return Verdict("crash", "the child reported something other than a benchmark's result")
+    verdict = timed_calls(part, report)
+    if verdict:
+        return verdict
+    checked, inputs, _ = _numerics(assignment, part, case, report.kept_seed, report.kept, result.outputs, device)
     if not checked.ok:
         return Verdict(checked.reason, f"the output of a timed call was wrong: {checked.message}", checked.metrics)
-    metrics = speed_metrics(outcome, cases.traffic(assignment, part, inputs))
+    metrics = speed_metrics(report, cases.traffic(assignment, part, inputs))
     cheat = tampering(metrics)
     if cheat:
         return Verdict("tampering", cheat, metrics)

@@ -35,9 +35,9 @@ class Limits:
     max_processes: int
 
 
-def _stat(pid: str) -> tuple[int, int] | None:
-    """(session id, resident bytes) of a live process, or None if it is gone, a zombie waiting to
-    be reaped, or not ours to read. Reading it takes no lock that the process itself holds."""
+def _stat(pid: str) -> tuple[int, int, int] | None:
+    """(parent id, session id, resident bytes) of a live process, or None if it is gone, a zombie
+    waiting to be reaped, or not ours to read. Reading it takes no lock that the process holds."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             fields = file.read().rsplit(b")", 1)[1].split()
@@ -45,7 +45,32 @@ def _stat(pid: str) -> tuple[int, int] | None:
         return None
     if fields[0] == b"Z":
         return None
-    return int(fields[3]), int(fields[21]) * PAGE  # fields after the command name: state is [0]
+    return int(fields[1]), int(fields[3]), int(fields[21]) * PAGE  # fields after the command name: state is [0]
+
+
+def _scratch_bytes(pid: int) -> int:
+    """The bytes held in the sandbox's private tmpfs (its /tmp and /dev/shm), seen through the
+    process's own root: tmpfs pages are memory that no process's RSS counts."""
+    used = 0
+    for mount in ("tmp", "dev/shm"):
+        try:
+            stat = os.statvfs(f"/proc/{pid}/root/{mount}")
+        except OSError:
+            continue
+        if os.stat(f"/proc/{pid}/root/{mount}").st_dev != os.stat(f"/{mount}").st_dev:  # its own, not the host's
+            used += (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+    return used
+
+
+def _descends(pid: int, ancestor: int, stats: dict) -> bool:
+    for _ in range(64):
+        parent = stats.get(pid, (0,))[0]
+        if parent == ancestor:
+            return True
+        if parent <= 1 or parent not in stats:
+            return False
+        pid = parent
+    return False
 
 
 def _namespace(pid: int | str, link: str = "pid") -> str | None:
@@ -58,9 +83,12 @@ def _namespace(pid: int | str, link: str = "pid") -> str | None:
 class Watchdog(threading.Thread):
     """Watches the processes of one child (`leader`, a session leader) until stopped."""
 
-    def __init__(self, leader: int, limits: Limits):
+    def __init__(self, leader: int, limits: Limits, known: set[int] | None = None):
         super().__init__(daemon=True, name=f"limits-{leader}")
         self.leader, self.limits = leader, limits
+        # Processes reparented to this one (the grader is a subreaper) that were not its children
+        # before the child started: daemons the child left behind, whatever session they made.
+        self.known = known
         self.own_namespace = _namespace("self")
         self.namespace: str | None = None  # the child's PID namespace, once it has made one
         self.verdict: tuple[str, str] | None = None  # (reason, message) when a limit was hit
@@ -68,16 +96,19 @@ class Watchdog(threading.Thread):
         self.stopped = threading.Event()
 
     def members(self) -> dict[int, int]:
-        """Every live process of the child, with its resident bytes."""
+        """Every live process of the child, with its resident bytes: its session, its PID
+        namespace, its descendants, and orphans it left that were reparented here."""
         made = _namespace(self.leader, "pid_for_children")
         if made and made != self.own_namespace:
             self.namespace = made
+        stats = {int(pid): s for pid in filter(str.isdigit, os.listdir("/proc")) if (s := _stat(pid))}
+        me = os.getpid()
         found = {}
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            stat = _stat(pid)
-            in_namespace = self.namespace is not None and _namespace(pid) == self.namespace
-            if stat and (stat[0] == self.leader or in_namespace):
-                found[int(pid)] = stat[1]
+        for pid, (parent, session, resident) in stats.items():
+            mine = session == self.leader or pid == self.leader or _descends(pid, self.leader, stats)
+            adopted = self.known is not None and parent == me and pid not in self.known and pid != self.leader
+            if mine or adopted or (self.namespace is not None and _namespace(pid) == self.namespace):
+                found[pid] = resident
         return found
 
     def over_limit(self) -> tuple[str, str] | None:
@@ -86,7 +117,7 @@ class Watchdog(threading.Thread):
         if len(members) > self.limits.max_processes:  # first: a fork bomb's children share their pages
             return "crash", (f"it ran {len(members)} processes at once, over the assignment's limit of "
                              f"{self.limits.max_processes} (max_processes): a fork bomb?")  # fmt: skip
-        used = sum(members.values())
+        used = sum(members.values()) + max((_scratch_bytes(pid) for pid in members), default=0)
         self.peak_bytes = max(self.peak_bytes, used)
         if used > self.limits.host_memory_bytes:
             limit = self.limits.host_memory_bytes / 2**30

@@ -1,263 +1,188 @@
-"""What student code can reach: Linux namespaces set up in the child before it loads any.
+"""What student code can reach: the child runs inside bubblewrap, the sandbox Flatpak relies on.
 
-The child (see isolation.BOOT) calls `enter` first thing, while it is still one thread:
-- new user, mount, network and PID namespaces (`unshare`), so nothing it does is seen outside;
-- a fork: the grandchild is PID 1 of the new PID namespace and runs the worker, so every process
-  the student starts lives and dies inside it (none can slip out with setsid); the middle process
-  only waits and then exits the way the grandchild did, so the parent reads the same exit status;
-- the network namespace has only a loopback that is down: no connection leaves, not even to a
-  socket the grader's machine listens on;
-- an empty tmpfs over every directory the child does not need (home directories, other checkouts,
-  the repository's solutions/, tests/, outputs, the batch's folders), keeping only the Python
-  installation, the repository's grader/, assignments/ and .venv/, and its own temporary folder;
-  a private tmpfs over the temporary directories, so other children's folders are out of sight;
-- everything read-only except its own temporary folder and the private tmpfs.
+`command()` wraps the child's command line in `bwrap` with:
+- new user, mount, PID, network, IPC and UTS namespaces (`--unshare-all`): no network at all,
+  and every process the student starts lives and dies with the sandbox (`--die-with-parent`);
+- no capabilities (`--cap-drop ALL`), no new user namespace inside (`--disable-userns`), and a
+  seccomp filter (built with libseccomp) that refuses mount, umount, unshare, setns, ptrace and
+  the like: the walls were put up by bwrap before the student's process started, and that
+  process can take none of them down (measured: umount2 and remount fail with EPERM, unshare
+  with EINVAL, CapEff 0);
+- a read-only view of the system's directories, the Python installation, the repository's
+  grader/ and assignments/ (never the repository itself: no solutions/, no tests/), and the
+  student's own copy of the submission; nothing else of the host;
+- a private /dev holding only the null-like devices and the GPU's nodes, a private /proc, and
+  size-limited tmpfs for /tmp (its scratch space, Triton's cache) and /dev/shm, which the
+  parent's watchdog counts against the assignment's host memory (limits.py).
 
-Where the OS refuses (no user namespaces in a container, a seccomp filter), the child goes on
-without them and says so: `status` is reported as the grade's `sandbox` entry, never a crash.
-Uses only the standard library: it runs before torch is imported, while there is one thread.
+Where bwrap is missing or the OS refuses it (no user namespaces in some containers), the child
+runs without a sandbox and every report says so (`sandbox: none (...)`); the parent then still
+kills every process the child left behind (isolation.py).
 """
 
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import errno
 import functools
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
+import sysconfig
+from dataclasses import dataclass, field
 from pathlib import Path
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-PR_SET_PDEATHSIG = 1
-# mount(2) flags a remount must repeat, or the kernel refuses it inside a user namespace
-# (ST_* of statvfs and MS_* of mount share their values on Linux).
-KEPT_FLAGS = MS_NOSUID | MS_NODEV | 8 | 1024 | 2048 | 4096  # nosuid nodev noexec noatime nodiratime relatime
-# Top-level directories of the system itself: visible, read-only. Everything else at the root is
-# covered, except the paths the child needs.
-SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys", "var")
-SCRATCH_SIZE = "size=512m"  # a private /tmp: tmpfs pages escape the RSS limit, so they are capped
-COVER_SIZE = "size=1m"
+from grader.spec import REPO_ROOT
+
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+SHOWN_IN_REPO = ("grader", "assignments", ".venv")  # all the child may see of the repository
+SHM_BYTES = 64 << 20
+# Refused inside the sandbox, whatever the process's privileges: what would reshape the sandbox,
+# reach into another process, or load code into the kernel.
+DENIED_SYSCALLS = (
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "ptrace", "process_vm_readv",
+    "process_vm_writev", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf",
+    "keyctl", "add_key", "request_key", "swapon", "swapoff", "reboot", "syslog", "acct", "settimeofday",
+    "clock_settime", "clock_adjtime", "adjtimex", "userfaultfd", "open_by_handle_at", "name_to_handle_at",
+    "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "io_uring_setup",
+    "io_uring_enter", "io_uring_register", "quotactl", "lookup_dcookie", "vhangup",
+)  # fmt: skip
+NAMESPACE_FLAGS = (0x20000, 0x10000000, 0x20000000, 0x40000000, 0x04000000, 0x08000000, 0x02000000)
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_MASKED_EQ = 7
 
 
-class SandboxError(OSError):
-    """One step of the setup was refused; the message says which."""
+def SCMP_ACT_ERRNO(code: int) -> int:  # noqa: N802 (libseccomp's own name)
+    return 0x00050000 | (code & 0xFFFF)
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise SandboxError(code, f"{what}: {os.strerror(code)}")
+@dataclass
+class View:
+    """What one child sees: read-only paths, its own scratch space, and where it starts."""
+
+    readable: list[Path]
+    cwd: Path
+    scratch_bytes: int
+    env: dict[str, str] = field(default_factory=dict)
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def encode(text: str | None) -> bytes | None:
-        return None if text is None else text.encode()
-
-    result = _libc().mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data))
-    _check(result, f"mount {target}")
+def bwrap() -> str | None:
+    return shutil.which("bwrap")
 
 
-def _unshare() -> str:
-    """New namespaces for this process, with this user's identity kept inside the user namespace."""
-    libc, uid, gid = _libc(), os.getuid(), os.getgid()
-    others = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID
-    if libc.unshare(CLONE_NEWUSER | others) == 0:
-        Path("/proc/self/setgroups").write_text("deny")
-        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-        return "user, mount, network and PID namespaces"
-    refused = ctypes.get_errno()
-    if os.geteuid() == 0 and libc.unshare(others) == 0:  # root without user namespaces still has these
-        return f"mount, network and PID namespaces (user namespace refused: {os.strerror(refused)})"
-    raise SandboxError(refused, f"unshare: {os.strerror(refused)}")
+def _inside_repo_allowed(path: Path) -> bool:
+    """A path of the repository may be shown only inside one of SHOWN_IN_REPO."""
+    if path == REPO_ROOT or path in REPO_ROOT.parents:
+        return False
+    return not path.is_relative_to(REPO_ROOT) or any(path.is_relative_to(REPO_ROOT / n) for n in SHOWN_IN_REPO)
 
 
-def _become_init() -> None:
-    """Fork into the new PID namespace; this process stays outside and mirrors the child's end."""
-    child = os.fork()
-    if child == 0:
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the middle process killed: PID 1 and all it started die
-        return
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+def python_paths() -> list[Path]:
+    """The Python installation the child runs on: prefixes, the standard library, every import path."""
+    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)}
+    found.update(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    found.update(p for p in sys.path if p)
+    for variable in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
+        found.update(p for p in os.environ.get(variable, "").split(os.pathsep) if p)
+    real = {Path(os.path.realpath(p)) for p in found if os.path.isabs(p) and os.path.exists(p)}
+    real = {p for p in real if _inside_repo_allowed(p) and not any(p.is_relative_to(s) for s in map(Path, SYSTEM))}
+    real = {p for p in real if p != Path("/") and not p.is_relative_to("/proc") and not p.is_relative_to("/dev")}
+    return sorted(p for p in real if not any(q != p and p.is_relative_to(q) for q in real))
 
 
-def _ancestors(path: Path) -> list[Path]:
-    return [p for p in path.parents if p != Path("/")]
+def _system_arguments() -> list[str]:
+    arguments = []
+    for path in SYSTEM:
+        if os.path.islink(path):
+            arguments += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            arguments += ["--ro-bind", path, path]
+    return arguments
 
 
-def _within(path: Path, roots) -> bool:
-    return any(path == root or root in path.parents for root in roots)
+def _device_arguments(scratch_bytes: int) -> list[str]:
+    arguments = ["--proc", "/proc", "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    for node in sorted(Path("/dev").glob("nvidia*")):  # the GPU's nodes, and nothing else of the host's /dev
+        arguments += ["--dev-bind", str(node), str(node)]
+    arguments += ["--ro-bind", "/sys", "/sys"]  # CUDA reads the PCI topology; read-only suffices (measured)
+    for socket in sorted(Path("/run").glob("nvidia*")):
+        arguments += ["--ro-bind", str(socket), str(socket)]
+    return arguments + ["--size", str(scratch_bytes), "--tmpfs", "/tmp"]
 
 
-def _real(paths, repo: Path) -> set[Path]:
-    real = {Path(os.path.realpath(p)) for p in paths if p.is_absolute() and p.exists()}
-    return {p for p in real if p != repo and p not in repo.parents and p != Path("/")}
+def command(child: list[str], view: View, seccomp_fd: int | None) -> list[str]:
+    """`child` wrapped in bwrap with the given view. The paths under /tmp are bound after the
+    private /tmp is made, so a grader or a venv that lives there stays in sight."""
+    arguments = [bwrap() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                 "--new-session", "--cap-drop", "ALL", *_system_arguments(), *_device_arguments(view.scratch_bytes)]  # fmt: skip
+    for path in [*python_paths(), REPO_ROOT / "grader", REPO_ROOT / "assignments", *view.readable]:
+        if path.exists():
+            arguments += ["--ro-bind", str(path), str(path)]
+    for name, value in view.env.items():
+        arguments += ["--setenv", name, value]
+    if seccomp_fd is not None:
+        arguments += ["--seccomp", str(seccomp_fd)]
+    return [*arguments, "--chdir", str(view.cwd), "--", *child]
 
 
-def needed_paths(repo: Path) -> tuple[set[Path], set[Path]]:
-    """What the child reads: (the grader, the assignments' data and the Python installation, kept
-    wherever they are, under /tmp included; the directories of PATH and the CUDA variables, kept
-    unless they lie in a shared temporary directory). Never the repository root itself, nor a
-    folder that holds it."""
-    essential = {repo / "grader", repo / "assignments"}
-    essential.update(Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix))
-    essential.update(Path(p) for p in sys.path if p)
-    helpful = set()
-    for variable in ("LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH"):
-        helpful.update(Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p)
-    # Triton builds a small C launcher with the C compiler on a GPU, and nvcc builds CUDA parts:
-    # each needs its whole installation (cc1, as, ld, headers), not only the bin/ folder on PATH.
-    for tool in (os.environ.get("CC", ""), "cc", "gcc", "nvcc", "ptxas"):
-        found = shutil.which(tool) if tool else None
-        if found:
-            helpful.add(Path(os.path.realpath(found)).parent.parent)
-    return _real(essential, repo), _real(helpful, repo)
-
-
-def _plan(repo: Path, writable: Path) -> tuple[list[Path], set[Path], list[Path]]:
-    """(directories to cover with an empty tmpfs, shallowest first; the paths to keep in sight;
-    the scratch directories, whose tmpfs is private but writable)."""
-    scratch = {Path(os.path.realpath(p)) for p in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run")}
-    scratch = {p for p in scratch if p.is_dir()}
-    essential, helpful = needed_paths(repo)
-    # From the shared temporary directories, only the child's own folder and what it cannot run
-    # without (a checkout or a venv that lives under /tmp): every folder on the way there is
-    # covered too, so its other entries (other children's folders) stay out of sight.
-    shown = essential | {p for p in helpful if not _within(p, scratch) and not any(p in s.parents for s in scratch)}
-    shown.add(writable)
-    shown.update(p for s in scratch if s.name == "run" for p in s.glob("nvidia*"))  # the driver's sockets
-    # A directory on the way to a kept path is covered too, its other entries hidden, unless it
-    # belongs to the system; the repository and the folders that hold it always are.
-    through = {a for p in shown for a in _ancestors(p) if a.parts[1] not in SYSTEM or _within(a, scratch)}
-    through.update([repo, *_ancestors(repo)] if repo.parts[1] not in SYSTEM else [repo])
-    top = {Path("/", name) for name in os.listdir("/") if name not in SYSTEM}
-    top = {p for p in top if p.is_dir() and not p.is_symlink()}
-    covered = {p for p in top | through | scratch if not _within(p, shown)}
-    return sorted(covered, key=lambda p: len(p.parts)), shown, sorted(scratch)
-
-
-def _cover(directory: Path, restore: list[Path], size: str) -> None:
-    """An empty tmpfs over `directory`, then `restore` (some of its entries) bound back in from
-    the originals, opened before they went out of sight."""
-    fds = {entry: os.open(entry, os.O_PATH) for entry in restore}
+def seccomp_filter() -> int | None:
+    """A file descriptor holding the BPF program of DENIED_SYSCALLS (and of clone with a namespace
+    flag), for bwrap's --seccomp; None where libseccomp is not installed."""
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
-        _mount("tmpfs", str(directory), "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=755")
-        try:
-            for entry, fd in fds.items():
-                entry.mkdir() if os.path.isdir(f"/proc/self/fd/{fd}") else entry.touch()
-                _mount(f"/proc/self/fd/{fd}", str(entry), None, MS_BIND | MS_REC)
-        except OSError:
-            _libc().umount2(str(directory).encode(), MNT_DETACH)  # as it was: better seen than missing
-            raise
-    finally:
-        for fd in fds.values():
-            os.close(fd)
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    context = ctypes.c_void_p(lib.seccomp_init(SCMP_ACT_ALLOW))
+    refuse = SCMP_ACT_ERRNO(errno.EPERM)
+    for call in DENIED_SYSCALLS:
+        number = lib.seccomp_syscall_resolve_name(call.encode())
+        if number >= 0:
+            lib.seccomp_rule_add_array(context, refuse, number, 0, None)
+    clone = lib.seccomp_syscall_resolve_name(b"clone")
+    for flag in NAMESPACE_FLAGS:  # clone's first argument: a new namespace of any kind is refused
+        condition = _ArgCmp(0, SCMP_CMP_MASKED_EQ, flag, flag)
+        lib.seccomp_rule_add_array(context, refuse, clone, 1, ctypes.byref(condition))
+    # clone3 passes its flags in memory, where a filter cannot look: ENOSYS makes libc use clone.
+    lib.seccomp_rule_add_array(context, SCMP_ACT_ERRNO(errno.ENOSYS), lib.seccomp_syscall_resolve_name(b"clone3"), 0, None)
+    fd = os.memfd_create("grader-seccomp", 0)
+    exported = lib.seccomp_export_bpf(context, fd)
+    lib.seccomp_release(context)
+    if exported != 0:
+        os.close(fd)
+        return None
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
-def _hide(repo: Path, writable: Path) -> tuple[int, list[Path]]:
-    """Cover what the child must not see; returns how many directories were covered, and the
-    scratch directories (writable again after everything is made read-only)."""
-    covered, shown, scratch = _plan(repo, writable)
-    on_the_way = shown | {a for p in shown for a in _ancestors(p)}
-    for directory in covered:
-        restore = [p for p in on_the_way if p.parent == directory and os.path.lexists(p)]
-        _cover(directory, restore, SCRATCH_SIZE if directory in scratch else COVER_SIZE)
-    return len(covered), [s for s in scratch if s.name != "run"]
-
-
-def _mount_points() -> list[str]:
-    lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    points = [line.split()[4].encode().decode("unicode_escape") for line in lines]
-    return sorted(set(points), key=len)
-
-
-# Left as they are: CUDA fails to start (error 304, "OS call failed") when these are read-only,
-# and they hold no course files (measured on an H200 machine, 2026-11-22).
-DEVICE_TREES = ("/dev", "/proc", "/sys")
-
-
-def _read_only_except(writable: list[Path]) -> None:
-    """Every mount read-only but the kernel's and the devices', then the child's own folder and its
-    private tmpfs writable again."""
-    for point in _mount_points():
-        if any(point == tree or point.startswith(tree + "/") for tree in DEVICE_TREES):
-            continue
-        try:
-            flags = os.statvfs(point).f_flag & KEPT_FLAGS
-            _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
-        except OSError as error:
-            if error.errno not in (errno.ENOENT, errno.EACCES, errno.EINVAL):  # a mount hidden by a cover
-                raise
-    for path in writable:
-        _mount(None, str(path), None, MS_REMOUNT | MS_BIND | (os.statvfs(path).f_flag & KEPT_FLAGS))
-
-
-def _isolate_files(repo: Path, writable: Path) -> str:
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here propagates back out
-    proc = "own /proc"
-    try:
-        # Other processes' command lines and environments (the batch's, say) out of sight.
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
-    except SandboxError as error:
-        proc = f"the host's /proc ({error.strerror})"
-    count, scratch = _hide(repo, writable)
-    _read_only_except([*scratch, writable])
-    return f"{count} directories covered, read-only but for its own folder and a private /tmp, {proc}"
-
-
-def enter(repo: str, job_path: str) -> str:
-    """Set up the sandbox for the job's child and return what it holds, in words."""
-    workdir = Path(os.path.realpath(Path(job_path).parent))
-    try:
-        namespaces = _unshare()
-    except OSError as error:
-        return f"none ({error.strerror or error})"
-    _become_init()
-    try:
-        files = _isolate_files(Path(repo), workdir)
-    except OSError as error:
-        return f"{namespaces}; files: not all hidden ({error.strerror or error})"
-    return f"{namespaces}; {files}"
-
-
-PROBE = (
-    "import sys; sys.path.insert(0, sys.argv[1]); from grader import sandbox; "
-    "print(sandbox.enter(*sys.argv[1:]), flush=True)"
-)
+PROBE = "import os; print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"
 
 
 @functools.cache
 def probe() -> str:
-    """What a child gets on this machine, found once per process by a child that sets up the
-    sandbox and runs nothing: the `sandbox` line of every grade's environment."""
-    from grader.spec import REPO_ROOT
-
-    with tempfile.TemporaryDirectory(prefix="grade-probe-") as folder:
-        job = Path(folder) / "job.json"
-        job.write_text("{}")
-        try:
-            done = subprocess.run([sys.executable, "-I", "-c", PROBE, str(REPO_ROOT), str(job)],
-                                  capture_output=True, text=True, timeout=60)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as error:
-            return f"none (the probe failed: {error})"
-    lines = done.stdout.strip().splitlines()
-    return lines[-1] if lines else f"none (the probe failed: {done.stderr.strip()[-300:]})"
+    """What a child gets on this machine, found once per process by starting a sandbox that runs
+    nothing: the `sandbox` line of every grade's environment. Starts with "none" where it fails."""
+    if bwrap() is None:
+        return "none (bubblewrap is not installed: `apt-get install bubblewrap`)"
+    seccomp = seccomp_filter()
+    view = View(readable=[], cwd=Path("/"), scratch_bytes=16 << 20)
+    try:
+        done = subprocess.run(command([sys.executable, "-I", "-c", PROBE], view, seccomp), capture_output=True,
+                              text=True, timeout=60, pass_fds=(seccomp,) if seccomp is not None else ())  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"none (bubblewrap failed: {error})"
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
+    if done.returncode != 0 or done.stdout.strip() != "0000000000000000":
+        return f"none (bubblewrap refused: {(done.stderr.strip() or done.stdout.strip())[-300:]})"
+    filtered = "a seccomp filter" if seccomp is not None else "no seccomp filter (libseccomp is not installed)"
+    return (f"bubblewrap: user, mount, PID, network and IPC namespaces, no capabilities, {filtered}; "
+            "read-only system, Python and grader, a private /dev, /proc and size-limited /tmp")

@@ -50,7 +50,6 @@ class Case:
 @dataclass(frozen=True)
 class Performance:
     repetitions: int
-    pool: int
     tiers: tuple[tuple[float, float], ...]  # (speed ratio at least, share of points), best first
     borderline: float = 0.05  # a ratio this close (relative) to a tier edge is measured again
 
@@ -70,7 +69,9 @@ class Part:
     reference: str
     baseline: str
     traffic: str
-    forbidden_ops: tuple[str, ...]
+    # Torch ops that compute which the part allows beyond allocation, views and copies (ops.py):
+    # an allow-list, so any other op that computes is `forbidden_op`.
+    allowed_ops: tuple[str, ...]
     kernel: str  # "triton": a Triton kernel of the student's must run; "cuda": a .cu built with nvcc
     correctness_points: float
     performance_points: float
@@ -110,6 +111,7 @@ class Assignment:
     host_memory_gib: float = 16.0
     max_processes: int = 16
     gpu_memory_gib: float = 40.0
+    scratch_gib: float = 1.0  # the child's private /tmp (Triton's cache lives there), counted as host memory
 
     @property
     def reference_path(self) -> Path:
@@ -210,7 +212,6 @@ def _performance(table: _Table) -> Performance:
         raise table.fail("tiers", "a list of [ratio, share] pairs with share in (0, 1], best ratio first")
     perf = Performance(
         repetitions=table.positive("repetitions", int),
-        pool=table.positive("pool", int),
         tiers=tuple((float(r), float(s)) for r, s in tiers),
         borderline=table.positive("borderline", (int, float), 0.05),
     )
@@ -232,7 +233,7 @@ def _part(table: _Table) -> Part:
         reference=table.get("reference", str, "a function name in reference.py"),
         baseline=table.get("baseline", str, "a function name in reference.py"),
         traffic=table.get("traffic", str, "a function name in reference.py"),
-        forbidden_ops=tuple(table.get("forbidden_ops", list, "a list of aten op names", [])),
+        allowed_ops=tuple(table.get("allowed_ops", list, "a list of aten op names that the part allows", [])),
         kernel=table.choice("kernel", KERNELS, "triton"),
         correctness_points=points.positive("correctness"),
         performance_points=points.get("performance", (int, float), "a number of points", 0.0),
@@ -306,6 +307,7 @@ def load_assignment(directory: Path) -> Assignment:
         host_memory_gib=head.positive("host_memory_gib", (int, float), 16.0),
         max_processes=head.positive("max_processes", int, 16),
         gpu_memory_gib=head.positive("gpu_memory_gib", (int, float), 40.0),
+        scratch_gib=head.positive("scratch_gib", (int, float), 1.0),
     )
     head.finish()
     root.finish()

@@ -3,7 +3,7 @@
 Each run is saved under .benchmarks/ and compared with the previous one (`--benchmark-autosave
 --benchmark-compare`), so you see what your last change did. It is a tool for you, not the
 grade: the grade's timing protocol (interleaved runs, L2 flushed, outputs checked) is in
-grader/timing.py. It needs a GPU: the interpreter's speed says nothing about a kernel's.
+grader/child/timing.py. It needs a GPU: the interpreter's speed says nothing about a kernel's.
 
     make bench                       # starter/ (your working copy)
     make bench SUBMISSION=path/to/dir
@@ -21,7 +21,7 @@ import torch
 pytest.importorskip("pytest_benchmark", reason="make bench needs pytest-benchmark: .venv/bin/pip install pytest-benchmark")
 
 from grader import cases, cuda_build  # noqa: E402
-from grader.launcher import CudaEntry  # noqa: E402
+from grader.child.launcher import CudaEntry  # noqa: E402
 from grader.spec import load_assignments  # noqa: E402
 from grader.submission import SubmissionError, entry_point, load_module  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Calibration of the flash_attention assignment on a GPU: the figures its handout records.
 
-Not a test and not the grade (the grade's protocol is grader/timing.py, run by `make test-gpu`):
+Not a test and not the grade (the grade's protocol is grader/child/timing.py, run by `make test-gpu`):
 this times the reference solution against each of SDPA's backends with Triton's own
 `do_bench` (median of CUDA-event timings, L2 cleared between calls), reports TFLOP/s, and
 measures the solution's peak memory at N = 16384. Run it from the repository root on a GPU:

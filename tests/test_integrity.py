@@ -1,13 +1,15 @@
-"""Tampering: the harness's objects rebound, results cached or aliased, work hidden from the timer.
+"""Tampering and borrowed work: the harness's objects rebound, results cached or aliased, work
+hidden from the timer, kernels that are not the student's.
 
 The hostile submissions under submissions/ prove each check end to end (test_wrong_submissions.py,
-and test_gpu.py on a GPU); these tests pin down the pieces: the snapshot that names a rebound
-object, the verdicts on a second call's output, and, on a GPU, that a rebound timer changes no
-measurement while work on a side stream still shows.
+test_hostile.py, and test_gpu.py on a GPU); these tests pin down the pieces: the snapshot that
+names a rebound object, the parent's verdicts on typed reports, the kernel allow-list, and, on a
+GPU, that a rebound timer changes no measurement while work on a side stream still shows.
 """
 
 from __future__ import annotations
 
+import secrets
 import statistics
 import time
 
@@ -15,16 +17,21 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import cases, judging, timing
-from grader.monitor import HarnessSnapshot
-from grader.spec import REPO_ROOT, Performance, load_assignment
+from grader import cases, integrity, judging
+from grader.child import timing
+from grader.child.snapshot import HarnessSnapshot
+from grader.isolation import OutputFile
+from grader.judging import TaskResult
+from grader.messages import (Activity, CaseReport, Failure, Followup, KernelCount, LaunchCount, Observation,
+                             Returned)  # fmt: skip
+from grader.spec import REPO_ROOT, Performance, Tolerance, load_assignment
 
 ASSIGNMENT = load_assignment(REPO_ROOT / "assignments" / "vector_add")
 PART = ASSIGNMENT.parts[0]
 CASE_INDEX = 1  # 97 float16 values: a CPU-tier case
 CASE = PART.cases[CASE_INDEX]
 SEED = 12345
-OWN_LAUNCH = [{"kernel": "add_kernel", "file": "vector_add.py", "own": True}]
+OWN = Activity(launches=[LaunchCount("add_kernel", "vector_add.py", True, 2)])
 
 
 def test_snapshot_names_each_rebound_object_and_forgets_restored_ones(monkeypatch):
@@ -51,66 +58,119 @@ def _right(seed: int = SEED) -> torch.Tensor:
     return cases.reference_output(ASSIGNMENT, PART, _inputs(seed)).to(cases.DTYPES[CASE.dtype])
 
 
-def _observed(tmp_path, name: str, out: torch.Tensor, **seen) -> dict:
-    path = tmp_path / f"{name}.pt"
-    torch.save(out, path)
-    return {"output": {"type": "Tensor", "file": str(path)}, "modified_inputs": [], "aliases": [], **seen}
+def _saved(tmp_path, outputs: dict, name: str, out: torch.Tensor, **seen) -> Observation:
+    path = tmp_path / f"{name}.bin"
+    path.write_bytes(out.contiguous().view(torch.uint8).numpy().tobytes())
+    outputs[name] = OutputFile(str(out.dtype).removeprefix("torch."), list(out.shape), path)
+    return Observation(Returned("tensor", "Tensor", name), **seen)
 
 
-def _judge(outcome: dict) -> judging.Verdict:
-    return judging.judge_case(ASSIGNMENT, PART, CASE, SEED, {"ops": [], "launches": OWN_LAUNCH, **outcome}, "cpu")
+def _judge(report, outputs=None, activity=None) -> judging.Verdict:
+    return judging.judge_case(ASSIGNMENT, PART, CASE, SEED, TaskResult(report, activity, outputs or {}), "cpu")
 
 
-def _with_followup(tmp_path, second: torch.Tensor, **seen) -> dict:
-    followup = {"seed": SEED + 1, **_observed(tmp_path, "second", second, **seen)}
-    return {**_observed(tmp_path, "first", _right()), "followup": followup}
+def _with_followup(tmp_path, second: torch.Tensor, **seen):
+    outputs: dict = {}
+    followup = Followup(SEED + 1, _saved(tmp_path, outputs, "second", second), **seen)
+    first = _saved(tmp_path, outputs, "first", _right())
+    return CaseReport(first, OWN, calls=2, followup=followup), outputs
 
 
 def test_an_honest_second_call_passes(tmp_path):
-    verdict = _judge(_with_followup(tmp_path, _right(SEED + 1), same_as_first=False, reuses_first_output=False))
+    verdict = _judge(*_with_followup(tmp_path, _right(SEED + 1)))
     assert verdict.ok, verdict.message
 
 
 def test_the_first_output_again_on_new_inputs_is_a_cached_result(tmp_path):
-    verdict = _judge(_with_followup(tmp_path, _right(), same_as_first=True, reuses_first_output=True))
+    verdict = _judge(*_with_followup(tmp_path, _right(), same_as_first=True, reuses_first_output=True))
     assert verdict.reason == "tampering" and "cached (by shape or by data_ptr())" in verdict.message
 
 
 def test_a_right_output_in_the_first_output_s_memory_is_tampering(tmp_path):
-    verdict = _judge(_with_followup(tmp_path, _right(SEED + 1), same_as_first=False, reuses_first_output=True))
+    verdict = _judge(*_with_followup(tmp_path, _right(SEED + 1), reuses_first_output=True))
     assert verdict.reason == "tampering" and "memory of the first call's output" in verdict.message
 
 
 def test_a_wrong_second_output_that_is_not_the_first_keeps_its_own_reason(tmp_path):
-    zeros = torch.zeros_like(_right())
-    verdict = _judge(_with_followup(tmp_path, zeros, same_as_first=False, reuses_first_output=False))
+    verdict = _judge(*_with_followup(tmp_path, torch.zeros_like(_right())))
     assert verdict.reason == "wrong_result" and verdict.message.startswith("on a second call")
 
 
 def test_an_output_that_is_an_input_is_tampering_unless_the_input_changed(tmp_path):
-    x = _inputs()["x"]
-    assert _judge(_observed(tmp_path, "first", x, aliases=["x"])).reason == "tampering"
-    changed = _observed(tmp_path, "first", _right(), aliases=["x"], modified_inputs=["x"])
-    assert _judge(changed).reason == "input_modified"
+    outputs: dict = {}
+    aliased = _saved(tmp_path, outputs, "first", _inputs()["x"], aliases=["x"])
+    assert _judge(CaseReport(aliased, OWN), outputs).reason == "tampering"
+    changed = _saved(tmp_path, outputs, "first", _right(), aliases=["x"], modified_inputs=["x"])
+    assert _judge(CaseReport(changed, OWN), outputs).reason == "input_modified"
 
 
-def test_a_rebound_harness_object_outranks_every_other_verdict(tmp_path):
-    patched = {"objects": ["torch.cuda.Event.elapsed_time"], "at_import": True}
-    crashed = {"error": {"reason": "crash", "message": "RuntimeError"}, "patched": patched}
-    verdict = _judge(crashed)
+def test_a_rebound_harness_object_outranks_every_other_verdict():
+    patched = Activity(patched=["torch.cuda.Event.elapsed_time"], patched_at_import=True)
+    verdict = _judge(Failure("crash", "RuntimeError"), activity=patched)
     assert verdict.reason == "tampering"
     assert "torch.cuda.Event.elapsed_time was replaced while your file was imported" in verdict.message
 
 
+def test_what_the_guard_refused_is_tampering_even_when_the_call_then_crashed():
+    refused = Activity(refused=["ctypes (ctypes.dlopen) (vector_add.py, line 12)"])
+    verdict = _judge(Failure("crash", "PermissionError: the grader refuses ctypes"), activity=refused)
+    assert verdict.reason == "tampering" and "ctypes.dlopen" in verdict.message and "line 12" in verdict.message
+
+
+def test_a_lost_profiler_is_tampering(tmp_path):
+    outputs: dict = {}
+    report = CaseReport(_saved(tmp_path, outputs, "first", _right()), Activity(launches=OWN.launches, profiler_lost=True))
+    assert _judge(report, outputs).reason == "tampering"
+
+
 def test_a_tensor_subclass_as_the_result_is_tampering():
-    verdict = _judge({"output": {"type": "Tensor subclass", "class": "LazySum"}})
+    verdict = _judge(CaseReport(Observation(Returned("subclass", "LazySum")), OWN))
     assert verdict.reason == "tampering" and "LazySum" in verdict.message
 
 
-def _measure(student, n: int = 1 << 24) -> dict:
-    pool = [{"x": torch.randn(n, device="cuda"), "y": torch.randn(n, device="cuda")} for _ in range(2)]
-    perf = Performance(repetitions=10, pool=2, tiers=((0.8, 1.0),))
-    return timing.measure(student, lambda x, y: x + y, pool, perf, keep_at=0)
+def test_an_output_too_large_to_send_is_judged_by_its_shape():
+    outputs = {"first": OutputFile("float16", [10_000_000], None)}
+    verdict = _judge(CaseReport(Observation(Returned("tensor", "Tensor", "first")), OWN), outputs)
+    assert verdict.reason == "wrong_shape"
+
+
+@pytest.mark.parametrize("demangled, base", [("void tiled<4>(float*)", "tiled"),
+                                             ("scale_kernel(float const*, float*, long long)", "scale_kernel"),
+                                             ("void ns::gemm<float, 128>(float const*, int)", "ns::gemm"),
+                                             ("add_kernel", "add_kernel")])  # fmt: skip
+def test_kernel_names_compare_without_templates_and_parameters(demangled, base):
+    assert integrity.kernel_base(demangled) == base
+
+
+def test_a_library_kernel_is_foreign_and_a_name_borrowed_for_it_does_not_help():
+    cublas = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_kernel"
+    mine = Activity(launches=[LaunchCount("k", "mine.py", True, 1)], kernels=[KernelCount("k", 1)])
+    assert integrity.foreign_kernels(mine, set()) == []
+    with_cublas = Activity(launches=mine.launches, kernels=[KernelCount("k", 1), KernelCount(cublas, 1)])
+    assert integrity.foreign_kernels(with_cublas, set()) == [cublas]
+    # A Triton kernel of the student's named like the library's, launched once: the library's runs are extra.
+    borrowed = Activity(launches=[LaunchCount(cublas, "mine.py", True, 1)], kernels=[KernelCount(cublas, 3)])
+    assert integrity.foreign_kernels(borrowed, set()) == [cublas]
+    by_an_op = Activity(kernels=[KernelCount("void at::native::fill_kernel<float>(...)", 1, "aten::zeros")])
+    assert integrity.foreign_kernels(by_an_op, set()) == []
+    assert integrity.foreign_kernels(Activity(kernels=[KernelCount("void tiled<4>(float*)", 2)]), {"tiled"}) == []
+
+
+def test_on_a_gpu_a_kernel_must_have_run_not_only_been_launched():
+    logged_only = Activity(launches=[LaunchCount("k", "mine.py", True, 1)])
+    assert integrity.integrity(PART, logged_only, "cpu", 1) is None
+    assert integrity.integrity(PART, logged_only, "cuda", 1).reason == "no_kernel_launched"
+
+
+def _measure(student, n: int = 1 << 24):
+    def make(seed: int) -> dict:
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+        return {name: torch.randn(n, device="cuda", generator=generator) for name in ("x", "y")}
+
+    perf = Performance(repetitions=10, tiers=((0.8, 1.0),))
+    harness = f"grader::harness:{secrets.token_hex(4)}"
+    return timing.measure(lambda fn, **kw: fn(**kw), student, lambda x, y: x + y, make, perf,
+                          Tolerance(1e-5, 1e-9, 1e-6), harness)  # fmt: skip
 
 
 @requires_gpu
@@ -118,10 +178,26 @@ def _measure(student, n: int = 1 << 24) -> dict:
 def test_rebound_events_and_clocks_change_no_measurement(monkeypatch):
     monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 1e-3)
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
-    samples = _measure(lambda x, y: x + y)["samples"]["student"]
+    samples = _measure(lambda x, y: x + y).student
     # 16M float32 sums move 201 MB: tens of microseconds at the least, never the patched 1 us.
-    assert statistics.median(samples["event_ms"]) > 0.01
-    assert statistics.median(samples["hidden_ms"]) > -0.05, "the wall clock was the patched one"
+    assert statistics.median(samples.event_ms) > 0.01
+    assert statistics.median(samples.hidden_ms) > -0.05, "the wall clock was the patched one"
+
+
+@requires_gpu
+@pytest.mark.gpu
+def test_every_timed_call_is_checked_and_partial_work_shows():
+    calls = []
+
+    def every_other_call_partial(x, y):
+        calls.append(1)
+        out = x + y
+        if len(calls) % 2 == 0:
+            out[len(out) // 8 :] = 0  # 1/8 of the work on every other call
+        return out
+
+    measured = _measure(every_other_call_partial)
+    assert len(measured.checks) == 10 and sum(not c.agrees for c in measured.checks) >= 4
 
 
 @requires_gpu
@@ -137,10 +213,12 @@ def test_work_on_a_side_stream_shows_as_hidden_time():
         return out
 
     measured = _measure(on_a_side_stream)
-    outcome = {**measured, "copy_gbps": timing.copy_bandwidth(torch.device("cuda"))}
-    metrics = judging.speed_metrics(outcome, {"bytes": 3 * 4 * (1 << 24), "flops": 1 << 24})
-    assert judging.tampering(metrics) is not None
-    assert metrics["student_hidden_ms"] > 1.0, "the synchronized wall clock saw the side stream's work"
+    medians = {"student_hidden_ms": statistics.median(measured.student.hidden_ms),
+               "baseline_hidden_ms": statistics.median(measured.baseline.hidden_ms),
+               "student_ms": statistics.median(measured.student.event_ms), "bytes": 3 * 4 * (1 << 24),
+               "copy_gbps": timing.copy_bandwidth(torch.device("cuda"))}  # fmt: skip
+    assert judging.tampering(medians) is not None
+    assert medians["student_hidden_ms"] > 1.0, "the synchronized wall clock saw the side stream's work"
 
 
 @requires_gpu

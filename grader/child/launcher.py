@@ -15,7 +15,7 @@ import torch
 
 from grader import cases
 from grader.spec import Assignment, Part
-from grader.submission import SubmissionError
+from grader.child.submission import SubmissionError
 
 CUDA_ERRORS = {
     1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
@@ -28,6 +28,10 @@ CUDA_ERRORS = {
 
 class LaunchError(RuntimeError):
     """The launcher returned a CUDA error code."""
+
+
+class StubNotImplemented(NotImplementedError):
+    """The launcher returned the stub's not-implemented code: the message says so in those words."""
 
 
 class CudaEntry:
@@ -51,7 +55,8 @@ class CudaEntry:
         arguments = cases.function(self.assignment, self.part.arguments)(out, **inputs)
         code = self.function(*[ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else a for a in arguments])
         if code == self.part.not_implemented_code:
-            raise NotImplementedError(f"{self.part.entry} returned {code}, the stub's not-implemented code")
+            raise StubNotImplemented(f"{self.part.entry}() returned {code}, the not-implemented code of the stub: "
+                                     f"fill in {self.part.file}")
         if code != 0 and first.is_cuda:
             name = CUDA_ERRORS.get(code, "see cudaGetErrorName")
             raise LaunchError(f"{self.part.entry} returned CUDA error {code} ({name})")

@@ -16,7 +16,7 @@ from types import ModuleType
 
 
 class SubmissionError(Exception):
-    """A part cannot be graded; `reason` is one of DESIGN.md's reason codes."""
+    """A part cannot be graded; `reason` is one of the reason codes of results.REASONS."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -46,7 +46,9 @@ def _inside(filename: str, root: Path) -> bool:
 
 def _compile(path: Path):
     try:
-        return compile(path.read_bytes(), str(path), "exec")
+        # dont_inherit: the file is compiled as Python imports it, without this module's
+        # `from __future__ import annotations` (which would hide a NameError in an annotation).
+        return compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
     except SyntaxError as error:
         where = f"{path.name}, line {error.lineno}" + (f", column {error.offset}" if error.offset else "")
         text = f"\n    {error.text.rstrip()}" if error.text else ""
@@ -69,7 +71,7 @@ def load_module(path: Path, module_name: str) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
-        exec(code, module.__dict__)
+        run_module(code, module)
     except ImportError as error:
         where = student_frames(error, path.parent)
         raise SubmissionError("import_error", f"importing {path.name} failed: {error}\n{where}".rstrip()) from None
@@ -78,6 +80,12 @@ def load_module(path: Path, module_name: str) -> ModuleType:
         message = f"{path.name} raised {type(error).__name__} while being imported: {error}\n{where}"
         raise SubmissionError("import_error", message.rstrip()) from None
     return module
+
+
+def run_module(code, module: ModuleType) -> None:
+    """Student code's top level runs here: the guard (guard.py) counts this frame as the edge
+    between the harness and the student, like worker.call for each graded call."""
+    exec(code, module.__dict__)
 
 
 def entry_point(module: ModuleType, path: Path, name: str):

@@ -1,0 +1,122 @@
+"""What ran while student code had control: torch's profiler, on every thread, and on the GPU every kernel.
+
+The profiler is process-wide where the dispatch modes of torch are per thread: with
+`profile_all_threads` it records the torch ops of every thread (a thread the student starts
+included, and ops run with torch's Python dispatch disabled), and on the GPU (CUPTI) every kernel,
+from any thread, stream or library, each linked to the host call that launched it. A summary
+keeps, per op, only the student's own calls (the outermost torch op of each call chain; what
+torch runs inside it is torch's business), and per kernel the op that launched it, if any.
+
+Cost, measured on an H100 (torch 2.11, 2026-11-23): CUPTI's kernel records add about 5 us of GPU
+time to every kernel (a 3.3 us add took 8.6 us), which would distort the timing of small kernels;
+so kernels are recorded during correctness calls only, and the timed calls run under a host-only
+profile (torch ops of every thread, no GPU cost) whose state looks the same from inside a call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+import secrets
+
+import torch
+from torch.autograd import DeviceType
+from torch.autograd import profiler as autograd_profiler
+
+from grader.messages import Activity, KernelCount, OpCount
+
+NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
+
+
+def _config():
+    return torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+
+
+def harness_name() -> str:
+    """A name for the harness's ranges in one session, unknown to student code until it runs:
+    ops inside such a range are the harness's own, so a range of that name is not forgeable."""
+    return f"grader::harness:{secrets.token_hex(8)}"
+
+
+class Session:
+    """A profiler session; `kernels` adds the GPU's kernel records (CUPTI). `lost` is set when the
+    session did not survive the call: student code stopped the profiler, or swapped in its own."""
+
+    def __init__(self, kernels: bool):
+        self.harness = harness_name()
+        self.profile = autograd_profiler.profile(use_kineto=True, use_device="cuda" if kernels else None,
+                                                 experimental_config=_config())  # fmt: skip
+        self.lost = False
+
+    def __enter__(self) -> Session:
+        self.profile.__enter__()
+        with autograd_profiler.record_function(self.harness):
+            pass  # a mark: a session swapped in by student code does not hold it
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.profile.__exit__(*exc)
+            events = self.profile.function_events
+        except (RuntimeError, AssertionError):
+            self.lost, events = True, []
+        self.events = list(events)
+        self.lost = self.lost or not any(e.name == self.harness for e in self.events)
+
+
+def _ancestors(event):
+    parent = event.cpu_parent
+    while parent is not None:
+        yield parent
+        parent = parent.cpu_parent
+
+
+def _in_harness(event, harness: str) -> bool:
+    return any(a.name.startswith(harness) for a in _ancestors(event))
+
+
+def _top_op(event):
+    """The outermost torch op that `event` ran inside (itself included), or None."""
+    top = event if event.name.startswith("aten::") else None
+    for ancestor in _ancestors(event):
+        if ancestor.name.startswith("aten::"):
+            top = ancestor
+    return top
+
+
+def summarize(session: Session, excluded: Counter | None = None) -> Activity:
+    """The student's ops and the kernels they ran, from one session's events. Ops inside the
+    session's harness ranges are the harness's; `excluded` counts ops the interpreter ran for itself."""
+    events, harness = session.events, session.harness
+    ops: Counter = Counter()
+    threads: dict[str, set] = {}
+    launchers: dict[int, str] = {}  # correlation id of a host launch call -> the student op that made it
+    for event in events:
+        if event.device_type != DeviceType.CPU or event.name.startswith(harness) or _in_harness(event, harness):
+            continue
+        top = _top_op(event)
+        if top is event:
+            ops[event.name] += 1
+            threads.setdefault(event.name, set()).add(event.thread)
+        if not event.name.startswith("aten::"):  # a runtime call: remember who launched through it
+            launchers[event.id] = top.name if top is not None else ""
+    for name, count in (excluded or Counter()).items():
+        ops[name] -= min(count, ops[name])
+    return Activity(
+        ops=[OpCount(name, n, len(threads.get(name, ()))) for name, n in sorted(ops.items()) if n > 0],
+        kernels=_kernels(events, launchers, harness),
+        profiler_lost=session.lost,
+    )
+
+
+def _kernels(events, launchers: dict[int, str], harness: str) -> list[KernelCount]:
+    """The GPU's kernels with the student op that launched each ("" for none: Triton, a .cu, a
+    library); the harness's own launches (inside its ranges) are left out."""
+    harness_ids = {e.id for e in events if e.device_type == DeviceType.CPU and _in_harness(e, harness)}
+    counts: Counter = Counter()
+    for event in events:
+        if event.device_type != DeviceType.CUDA or event.name.startswith(NOT_KERNELS) or event.id in harness_ids:
+            continue
+        if event.name.startswith("grader::"):
+            continue  # the GPU's copy of a host range, not a kernel
+        counts[(event.name, launchers.get(event.id, ""))] += 1
+    return [KernelCount(name, n, op) for (name, op), n in sorted(counts.items())]

@@ -1,0 +1,96 @@
+"""The child's entry point: read the job, make the harness ready, close the door, run the tasks.
+
+Order matters. Everything the harness needs is imported and initialised (torch's CUDA context,
+Triton's driver and launch hooks) before any student code runs, so that nothing the student
+triggers later has a reason to do what the guard refuses; the snapshot of the harness's objects
+is taken next, and the guard is installed last. The job (seeds, the signing key) arrives on
+standard input and lives only in local variables from then on: no file, argument or module
+global holds it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+MAX_JOB_BYTES = 16 << 20
+
+
+def _die_with(lifeline: int) -> None:
+    """Exit as soon as the parent is gone (killed with -9, say): nobody would enforce our time
+    limit any more. The parent holds the write end of the `lifeline` pipe, so its death reads as
+    EOF here (our parent process id tells nothing inside a PID namespace of our own)."""
+
+    def watch() -> None:
+        while os.read(lifeline, 1):
+            pass
+        os._exit(4)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _prepare_cuda(gpu_memory_gib: float) -> None:
+    """Torch may allocate at most the assignment's gpu_memory_gib on this GPU (a cap on torch's
+    allocator: memory a kernel of Triton or CUDA C allocates itself is not counted). Triton's
+    driver is made ready here too: its first use builds and loads a helper library."""
+    import torch
+    import triton
+
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, gib_fraction(gpu_memory_gib, total)), 0)
+    torch.empty(1, device="cuda")
+    triton.runtime.driver.active.get_current_device()
+    triton.runtime.driver.active.utils  # noqa: B018 (builds the driver's helper library now)
+
+
+def gib_fraction(gib: float, total: int) -> float:
+    return gib * 2**30 / total
+
+
+def main(lifeline: str) -> None:
+    raw = sys.stdin.buffer.read(MAX_JOB_BYTES)
+    sys.stdin.close()
+    from grader.messages import FrameWriter, Hello, read_job
+
+    job = read_job(raw)
+    writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
+    job.key = ""
+    del raw
+    _die_with(int(lifeline))
+    if job.device == "cuda":
+        _prepare_cuda(job.gpu_memory_gib)
+    else:
+        try:
+            from grader.child import interpreter
+        except ImportError:
+            interpreter = None
+        if interpreter is not None:
+            interpreter.install()
+    import torch._dynamo  # noqa: F401 (torch imports it lazily at a dispatch mode's first use, writing a cache folder)
+
+    from grader.child import guard, hooks, submission, worker
+    from grader.child.launcher import CudaEntry
+    from grader.child.snapshot import HarnessSnapshot
+
+    root = Path(job.submission_dir)
+    wrappers = hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
+    changed = HarnessSnapshot.take().changed  # the bound method: rebinding `changed` later silences nothing
+    sanctioned = guard.sanctioned_entries() | wrappers | {CudaEntry.__call__.__code__}
+    refusals, is_library = guard.install(root, sanctioned, {worker.call.__code__, submission.run_module.__code__})
+    writer.send(Hello("ready"))
+    worker.Worker(job, writer.send, refusals, changed, is_library).run()
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: student atexit hooks cannot change what was sent
+
+
+def _target_recorder(device: str):
+    """On the CPU tier, each interpreted launch is also compiled for the GPU (gpu_target.py)."""
+    if device == "cuda":
+        return None
+    try:
+        from grader.child import gpu_target
+    except ImportError:
+        return None
+    return getattr(gpu_target, "record_launch", None)

@@ -1,0 +1,103 @@
+"""One monitored stretch of student calls: its allocations guarded, its launches logged, its ops profiled.
+
+`CallMonitor` puts together the three witnesses of a graded call: the dispatch mode that poisons
+and guards each allocation (allocations.py), the log of Triton launches (hooks.py) and the
+profiler that sees torch ops on every thread and, on a GPU, every kernel (activity.py). Its
+`activity()` is what the parent will judge the call by.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from grader.child.activity import Session, summarize
+from grader.child.allocations import Allocations, GuardedAllocations
+from grader.child.hooks import LaunchLog
+from grader.messages import Activity, KernelCount, LaunchCount, OpCount
+
+
+class CallMonitor:
+    def __init__(self, own_root: Path, device: str, is_library: Callable[[str], bool]):
+        self.own_root, self.device, self.is_library = own_root, device, is_library
+        self.record = Allocations()
+
+    def __enter__(self) -> CallMonitor:
+        self.log = LaunchLog(self.own_root).__enter__()
+        self.session = Session(kernels=self.device == "cuda").__enter__()
+        self.mode = GuardedAllocations(self.is_library, self.record)
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.mode.__exit__(*exc)
+        if self.device == "cuda":
+            torch.cuda.synchronize()  # the kernels' records arrive once they have run
+        self.session.__exit__(*exc)
+        self.log.__exit__(*exc)
+
+    @property
+    def allocations(self):
+        return self.record.guarded
+
+    def overrun_of(self, tensor: torch.Tensor) -> int:
+        return self.mode.overrun_of(tensor)
+
+    def activity(self) -> Activity:
+        found = summarize(self.session, self.record.excluded)
+        found.launches = self.log.entries()
+        return found
+
+
+class TimingMonitor:
+    """The timed stretch of a benchmark: launches logged, torch ops of every thread profiled on the
+    host only (no kernel records: they would add GPU time to every timed kernel, activity.py)."""
+
+    def __init__(self, own_root: Path):
+        self.own_root = own_root
+
+    def __enter__(self) -> TimingMonitor:
+        self.log = LaunchLog(self.own_root).__enter__()
+        self.session = Session(kernels=False).__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.session.__exit__(*exc)
+        self.log.__exit__(*exc)
+
+    @property
+    def harness(self) -> str:
+        return self.session.harness
+
+    def activity(self) -> Activity:
+        found = summarize(self.session)
+        found.launches = self.log.entries()
+        return found
+
+
+def merge(first: Activity, second: Activity) -> Activity:
+    """Two stretches of calls of one task as one account."""
+    ops: Counter = Counter()
+    threads: dict[str, int] = {}
+    for op in first.ops + second.ops:
+        ops[op.name] += op.count
+        threads[op.name] = max(threads.get(op.name, 0), op.threads)
+    kernels: Counter = Counter()
+    for kernel in first.kernels + second.kernels:
+        kernels[(kernel.name, kernel.op)] += kernel.count
+    launches: Counter = Counter()
+    for launch in first.launches + second.launches:
+        launches[(launch.kernel, launch.file, launch.own)] += launch.count
+    return Activity(
+        ops=[OpCount(name, n, threads[name]) for name, n in sorted(ops.items())],
+        launches=[LaunchCount(k, f, own, n) for (k, f, own), n in sorted(launches.items())],
+        kernels=[KernelCount(name, n, op) for (name, op), n in sorted(kernels.items())],
+        profiler_lost=first.profiler_lost or second.profiler_lost,
+        refused=first.refused + second.refused,
+        patched=sorted(set(first.patched + second.patched)),
+        patched_at_import=first.patched_at_import or second.patched_at_import,
+        targets=first.targets + second.targets,
+    )

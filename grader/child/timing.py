@@ -1,0 +1,182 @@
+"""The one timing protocol (GPU only): student and torch reference, interleaved, with CUDA events.
+
+Each step is on its own line below, with the reason for it:
+- warm up both functions first, so compilation and autotuning stay out of the numbers;
+- give every timed call FRESH inputs, drawn from a seed this process picks at random right then:
+  no output can be cached across calls, none precomputed, and no student code knows in advance
+  which inputs come or which call is kept;
+- before every timed call, read a buffer twice the size of the L2 cache, so no call finds its
+  inputs already on chip (a real workload reads them from HBM). Read, not write: a written
+  buffer leaves the L2 full of dirty lines, and their write-back to HBM would be charged to
+  the next timed call (up to an L2's worth of extra traffic, 23% more at 256 MB of traffic);
+- interleave student and reference (A B B A ...), so clock and thermal drift hit both alike;
+- time each call with CUDA events on the current stream, with the GPU kept busy while the host
+  launches it (so launch overhead is not counted), and also with a synchronized host clock:
+  work hidden on another stream shows as host time that the events did not see;
+- read a call's output only after a device-wide synchronize, so work left running on another
+  stream is finished (or shows as hidden time) before anything is checked;
+- check EVERY timed call's output against the reference's output on the same inputs (a loose,
+  cheap check: a call that skipped part of the work fails it), and keep one call's output, chosen
+  at random after the fact, for the parent's full check against its float64 reference;
+- record the torch ops of every thread all along (the harness's own in ranges of its own), so
+  a call that hands its work to torch while timed is seen; the profile is host-only: it costs the
+  GPU nothing, and the launch overhead it adds is outside the events;
+- use the clocks, events and synchronization captured below when the grader was imported,
+  before any student code ran: rebinding `torch.cuda.Event.elapsed_time` or `time.perf_counter`
+  changes no measurement (and the child reports it as tampering: snapshot.HarnessSnapshot);
+- a fixed number of repetitions; report medians and spread; a result close to a tier edge is
+  measured once more and the samples pooled.
+"""
+
+from __future__ import annotations
+
+import secrets
+from contextlib import nullcontext
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch.autograd.profiler import record_function
+
+from grader.messages import CallCheck, Timings
+from grader.spec import Performance, Tolerance
+
+SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than any launch overhead
+CHECK_SLACK = 4.0  # the timed-call check compares two roundings of the answer: each may use the tolerance
+
+# The harness's own references, taken at import, before any student code runs.
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed_ms = torch.cuda.Event.elapsed_time
+_event_synchronize = torch.cuda.Event.synchronize
+_synchronize = torch.cuda.synchronize
+_current_stream = torch.cuda.current_stream
+_spin = torch.cuda._sleep
+_perf_counter = time.perf_counter
+
+
+@dataclass
+class Measured:
+    student: Timings = field(default_factory=Timings)
+    baseline: Timings = field(default_factory=Timings)
+    checks: list[CallCheck] = field(default_factory=list)
+    kept: object = None  # one timed output of the student's, kept by reservoir sampling
+    kept_seed: int = 0
+    seen: int = 0  # timed student calls so far (the reservoir's count)
+    remeasured: bool = False
+
+
+def l2_flush_buffer(device: torch.device) -> torch.Tensor:
+    l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
+    return torch.empty(2 * l2_bytes // 4 + 1, dtype=torch.int32, device=device)
+
+
+def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, repeats: int = 10) -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = []
+    for _ in range(repeats):
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _record(start)
+        dst.copy_(src)
+        _record(end)
+        _event_synchronize(end)
+        times.append(_elapsed_ms(start, end))
+    return 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9
+
+
+def _timed_call(call: Callable, fn: Callable, inputs: dict, flush: torch.Tensor, harness: str):
+    _synchronize()  # a clean start: nothing of the previous call is still running
+    # The events go on the stream that is current now, named explicitly: a call that switches
+    # the current stream cannot move its own end event.
+    stream = _current_stream()
+    begin, start, end = (_Event(enable_timing=True) for _ in range(3))
+    wall_start = _perf_counter()
+    _record(begin, stream)
+    with record_function(harness):
+        flush.sum()  # evict the L2 by reading: the next call reads its inputs from HBM
+        # Keep the GPU busy while the host launches the call, so the events time the kernels and
+        # not the host's launch overhead (tens of microseconds for a Python-side Triton launch).
+        _spin(SPIN_CYCLES)
+    _record(start, stream)
+    out = call(fn, **inputs)
+    _record(end, stream)
+    _synchronize()  # device-wide: everything the call launched, on any stream, is done
+    wall_ms = (_perf_counter() - wall_start) * 1e3
+    # Host time the timed stream cannot account for: work hidden on another stream shows here.
+    return _elapsed_ms(start, end), wall_ms - _elapsed_ms(begin, end), out
+
+
+def _comparable(value: object) -> torch.Tensor | None:
+    if type(value) is torch.Tensor:
+        return value
+    if isinstance(value, (tuple, list)) and value and all(type(v) is torch.Tensor for v in value):
+        return torch.stack([v.to(value[0].dtype) for v in value]) if len({v.shape for v in value}) == 1 else None
+    return None
+
+
+def agrees(out: object, expected: object, tolerance: Tolerance) -> tuple[bool, str]:
+    """A cheap check of one timed output against the reference's output on the same inputs."""
+    mine, theirs = _comparable(out), _comparable(expected)
+    if mine is None or theirs is None or mine.shape != theirs.shape:
+        return False, "the output is not a tensor of the reference's shape"
+    mine, theirs = mine.float(), theirs.float()
+    allowed = CHECK_SLACK * (tolerance.atol + tolerance.rtol * theirs.abs())
+    bad = ~((mine - theirs).abs() <= allowed) & torch.isfinite(theirs)
+    count = int(bad.sum())
+    return count == 0, (f"{count} of {mine.numel()} elements differ from torch's output on the same inputs" if count else "")
+
+
+def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, flush, harness, reps) -> None:
+    for rep in range(reps):
+        seed = secrets.randbits(62)
+        with record_function(harness):
+            inputs = make_inputs(seed)
+        outs = {}
+        order = (("student", student), ("baseline", baseline))
+        for who, fn in order if rep % 2 == 0 else reversed(order):
+            with record_function(harness) if who == "baseline" else nullcontext():
+                event_ms, hidden_ms, outs[who] = _timed_call(call if who == "student" else _plain, fn, inputs, flush, harness)
+            timings = getattr(m, who)
+            timings.event_ms.append(event_ms)
+            timings.hidden_ms.append(hidden_ms)
+        with record_function(harness):
+            ok, detail = agrees(outs["student"], outs["baseline"], tolerance)
+            m.checks.append(CallCheck(len(m.checks), ok, detail))
+            m.seen += 1
+            if secrets.randbelow(m.seen) == 0:  # reservoir sampling: each call equally likely, decided after it ran
+                m.kept, m.kept_seed = outs["student"], seed
+        del outs, inputs
+
+
+def _plain(fn: Callable, **inputs):
+    return fn(**inputs)
+
+
+def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: Callable[[int], dict],
+            perf: Performance, tolerance: Tolerance, harness: str) -> Measured:  # fmt: skip
+    """Raw samples of both functions, a check of every timed output, and one output kept.
+    `call(fn, **inputs)` is how the harness hands control to student code (the guard's boundary);
+    `harness` names the profiler ranges that hold the harness's own torch work."""
+    with record_function(harness):
+        warm = make_inputs(secrets.randbits(62))
+        device = next(v for v in warm.values() if isinstance(v, torch.Tensor)).device
+    for _ in range(2):  # warm-up: compile, autotune, allocate
+        call(student, **warm)
+        with record_function(harness):
+            baseline(**warm)
+    _synchronize()
+    with record_function(harness):
+        del warm
+        flush = l2_flush_buffer(device)
+    m = Measured()
+    _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
+    ratio = statistics.median(m.baseline.event_ms) / statistics.median(m.student.event_ms)
+    if perf.is_borderline(ratio):
+        m.remeasured = True
+        _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
+    return m

@@ -1,0 +1,288 @@
+"""The child's tasks: load the student's files, run each case or benchmark, report what was seen.
+
+It judges nothing: references, comparisons and scores are the parent's. Every report leaves as a
+typed, signed message (grader/messages.py); an output tensor's bytes ride in the same frame.
+Student code is entered through `call` alone (and submission.run_module at import), which the
+guard (guard.py) takes as the edge between the harness and the student.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from grader import cases, poison
+from grader.child import timing
+from grader.child.guard import TAMPERING
+from grader.child.launcher import CudaEntry, StubNotImplemented
+from grader.child.monitor import CallMonitor, TimingMonitor, merge
+from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
+from grader.messages import (Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
+                             Observation, Output, ProbeReport, Returned, Start, Task)  # fmt: skip
+from grader.spec import Assignment, Part, load_assignment
+
+FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
+FOLLOWUP_SEED_OFFSET = 1  # a case's second call draws its new inputs from the case's seed plus this
+
+# The harness's own references, taken when the grader is imported, before any student code runs:
+# a submission that rebinds them changes nothing here, and is reported (snapshot.HarnessSnapshot).
+_synchronize = torch.cuda.synchronize
+_memory_allocated = torch.cuda.memory_allocated
+_max_memory_allocated = torch.cuda.max_memory_allocated
+_reset_peak = torch.cuda.reset_peak_memory_stats
+_perf_counter = time.perf_counter
+
+
+def call(fn: Callable, *args, **kwargs):
+    """Where the harness hands control to student code."""
+    return fn(*args, **kwargs)
+
+
+def classify(error: BaseException, root: Path) -> Failure:
+    """A student's exception as a reason code and a message that says where it came from."""
+    if isinstance(error, SubmissionError):
+        return Failure(error.reason, error.message)
+    text = f"{type(error).__name__}: {error}".strip()
+    where = student_frames(error, root)
+    lowered = text.lower()
+    if isinstance(error, StubNotImplemented):
+        reason, text = "not_implemented", str(error)
+    elif isinstance(error, NotImplementedError):
+        reason, text = "not_implemented", "the entry point still raises NotImplementedError: fill in the stub"
+    elif isinstance(error, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in lowered or (
+        "can't allocate memory" in lowered
+    ):
+        reason = "out_of_memory"
+    elif type(error).__name__ in ("CompilationError", "InterpreterError", "OutOfResources"):
+        # Under TRITON_INTERPRET=1 a kernel body runs as Python, so what the compiler would
+        # reject on a GPU surfaces as an InterpreterError when the kernel runs.
+        reason = "compile_error"
+    else:
+        reason = "crash"
+    fatal = any(marker in text for marker in FATAL_MARKERS)  # a dead CUDA context: go on in a fresh process
+    return Failure(reason, f"{text[:2000]}\n{where}".rstrip(), fatal)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class Worker:
+    def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable):
+        self.job, self.send, self.refusals, self.changed = job, send, refusals, changed
+        self.is_library = is_library
+        self.assignment: Assignment = load_assignment(Path(job.assignment_dir))
+        self.device = job.device
+        self.root = Path(job.submission_dir).resolve()
+        self.entries: dict[str, object] = {}
+        self.patched_at_import: list[str] = []
+        self.copy_gbps = 0.0
+
+    def entry(self, part: Part):
+        """The student's function for a part, loaded once; a load failure is re-raised per task."""
+        if part.name not in self.entries:
+            try:
+                self.entries[part.name] = self.load_entry(part)
+            except SubmissionError as error:
+                self.entries[part.name] = error
+            self.patched_at_import = self.patched_at_import or self.changed()
+        found = self.entries[part.name]
+        if isinstance(found, SubmissionError):
+            raise found
+        return found
+
+    def load_entry(self, part: Part):
+        if part.is_cuda:
+            return CudaEntry(self.assignment, part, Path(self.job.libraries[part.name]))
+        path = self.root / self.assignment.name / part.file
+        module = load_module(path, f"student_{self.assignment.name}_{part.name}")
+        return entry_point(module, path, part.entry)
+
+    def monitor(self) -> CallMonitor:
+        return CallMonitor(self.root, self.device, self.is_library)
+
+    def synchronize(self) -> None:
+        """Device-wide: work the call left running on any stream is done before its output is read."""
+        if self.device == "cuda":
+            _synchronize()
+
+    def save(self, task: Task, name: str, out: object) -> Returned:
+        """Send a plain tensor's bytes to the parent; anything else is described, never read."""
+        if type(out) is not torch.Tensor:
+            if isinstance(out, torch.Tensor):  # a subclass's methods would run student code as we read it
+                return Returned("subclass", type(out).__qualname__)
+            return Returned("other", type(out).__name__)
+        header = Output(task.id, name, _dtype_name(out.dtype), list(out.shape))
+        if out.numel() * out.element_size() > task.max_output_bytes:
+            header.sent = False
+            self.send(header)
+        else:
+            host = out.detach().to("cpu", copy=True).contiguous()
+            self.send(header, host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b"")
+        return Returned("tensor", "Tensor", name)
+
+    def observe(self, task: Task, name: str, out: object, given: dict, expected: dict, monitor) -> Observation:
+        """What the parent needs to judge one returned value, read after a device-wide synchronize."""
+        self.synchronize()
+        given = cases.tensors(given)
+        observation = Observation(self.save(task, name, out),
+                                  [n for n, t in given.items() if not poison.same_bits(t, expected[n])])  # fmt: skip
+        if observation.returned.kind == "tensor":  # a plain tensor: safe to inspect
+            observation.overrun = monitor.overrun_of(out)
+            observation.aliases = [n for n, t in given.items() if _shares_memory(out, t)]
+        return observation
+
+    def run_case(self, task: Task) -> CaseReport:
+        part = self.part(task)
+        entry = self.entry(part)
+        inputs = cases.make_inputs(self.assignment, part, part.cases[task.index], task.seed, self.device)
+        guarded = {name: poison.guarded_copy(t) for name, t in cases.tensors(inputs).items()}
+        given = {**inputs, **{name: g.tensor for name, g in guarded.items()}}
+        started = _perf_counter()
+        with self.monitor() as monitor, torch.no_grad():
+            out = call(entry, **given)
+            # Further runs on the same inputs must agree bit for bit: a race shows as drift.
+            again = [call(entry, **given) for _ in range(task.repeats - 1)]
+        seconds = _perf_counter() - started
+        report = CaseReport(self.observe(task, "first", out, given, inputs, monitor), monitor.activity(),
+                            calls=task.repeats, seconds=seconds)  # fmt: skip
+        report.unstable = sum(_differs(out, other) for other in again)
+        if report.observation.returned.kind == "tensor" and self.wants_followup(part, task):
+            report.followup, followed = self.followup(part, task, out, given)
+            report.activity, report.calls = merge(report.activity, followed), report.calls + 1
+        return report
+
+    def part(self, task: Task) -> Part:
+        return next(p for p in self.assignment.parts if p.name == task.part)
+
+    def wants_followup(self, part: Part, task: Task) -> bool:
+        """Every case on a GPU, and of a part whose memory is measured (on the second call); on the
+        CPU tier, where the interpreter is slow, otherwise the part's smallest case."""
+        if self.device == "cuda" or part.peak_memory is not None:
+            return True
+        tier = [i for i, case in enumerate(part.cases) if case.runs_on(self.device)]
+        return task.index == min(tier, key=lambda i: math.prod(part.cases[i].shape))
+
+    def followup(self, part: Part, task: Task, first: torch.Tensor, given: dict) -> tuple[Followup, Activity]:
+        """Call again on new inputs of the same shape, written into the same memory as the first
+        ones: an output cached by shape or by `data_ptr()` comes back stale, and an output that
+        reuses the memory of the first one shows as such."""
+        seed = task.seed + FOLLOWUP_SEED_OFFSET
+        fresh = cases.make_inputs(self.assignment, part, part.cases[task.index], seed, self.device)
+        before = first.detach().clone()  # the first output as returned, whatever the second call does to it
+        for name, tensor in cases.tensors(given).items():
+            tensor.copy_(fresh[name])
+        with self.monitor() as monitor, torch.no_grad(), self.allocation_meter(monitor) as allocated:
+            out = call(self.entry(part), **given)
+        followup = Followup(seed, self.observe(task, "followup", out, given, fresh, monitor), allocated[0])
+        if followup.observation.returned.kind == "tensor":
+            followup.reuses_first_output = _shares_memory(out, first)
+            followup.same_as_first = poison.same_bits(out, before)
+        return followup, monitor.activity()
+
+    @contextmanager
+    def allocation_meter(self, monitor: CallMonitor):
+        """Yields a list that holds, once the block is left, how many bytes the call allocated at
+        its peak; enter it last, so that nothing the grader does after the call counts.
+
+        On a GPU, torch's own peak counter over the call (read once the device is idle), so
+        everything torch's allocator handed out counts, freed or not; on the CPU, where torch keeps
+        no such counter, the bytes of every tensor the call allocated (a bound on the peak). This
+        is the second call of a case: compiling and autotuning, which allocate buffers of their
+        own, are done by then. The guard cells around each allocation are the grader's, not
+        counted; what the call asked for counts to the byte, unrounded, as on the CPU."""
+        first = len(monitor.allocations)
+        allocated = [0]
+        if self.device == "cuda":
+            _synchronize()
+            base = _memory_allocated()
+            _reset_peak()
+        try:
+            yield allocated
+        finally:
+            mine = monitor.allocations[first:]
+            if self.device == "cuda":
+                _synchronize()
+                allocated[0] = _max_memory_allocated() - base - sum(_guard_bytes(g) for g in mine)
+            else:
+                allocated[0] = sum(guarded.nbytes for guarded in mine)
+
+    def run_probe(self, task: Task) -> ProbeReport:
+        """CPU tier, CUDA part: call the launcher once (it cannot launch without a GPU) to tell
+        an untouched stub, which returns its not-implemented code, from an attempt."""
+        part = self.part(task)
+        inputs = cases.make_inputs(self.assignment, part, part.cases[task.index], task.seed, self.device)
+        call(self.entry(part), **inputs)
+        return ProbeReport()
+
+    def run_bench(self, task: Task) -> BenchReport:
+        part = self.part(task)
+        case = part.benchmarks[task.index]
+        entry = self.entry(part)
+        baseline = cases.function(self.assignment, part.baseline)
+
+        def make_inputs(seed: int) -> dict:
+            return cases.make_inputs(self.assignment, part, case, seed, self.device)
+
+        if not self.copy_gbps:
+            self.copy_gbps = timing.copy_bandwidth(torch.device(self.device))
+        with TimingMonitor(self.root) as session, torch.no_grad():
+            measured = timing.measure(call, entry, baseline, make_inputs, part.performance,
+                                      part.tolerance_for(case.dtype), session.harness)  # fmt: skip
+        report = BenchReport(measured.student, measured.baseline, session.activity(), measured.checks,
+                             measured.remeasured, kept_seed=measured.kept_seed, copy_gbps=self.copy_gbps,
+                             device_name=torch.cuda.get_device_name())  # fmt: skip
+        kept = measured.kept
+        del measured
+        report.kept = Observation(self.save(task, "kept", kept))
+        return report
+
+    def run(self) -> None:
+        runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe}
+        for task in self.job.tasks:
+            self.send(Start(task.id))
+            try:
+                outcome, activity = runs[task.kind](task), None
+            except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
+                outcome, activity = classify(error, self.root), Activity()
+            account = activity if activity is not None else getattr(outcome, "activity", Activity())
+            self.account(account)
+            self.send(Done(task.id, outcome, activity))
+            if isinstance(outcome, Failure) and outcome.fatal:
+                os._exit(3)  # a dead CUDA context: the parent resumes in a fresh process
+            if self.device == "cuda":
+                torch.cuda.empty_cache()
+        self.send(Finished())
+
+    def account(self, activity: Activity) -> None:
+        """What the guard refused and which harness objects were rebound, looked at after every
+        task: at import, during a call or while timing."""
+        activity.refused += [f"{r.what}" + (f" ({r.where})" if r.where else "") for r in self.refusals()
+                             if r.kind == TAMPERING]  # fmt: skip
+        activity.patched = self.changed()
+        activity.patched_at_import = bool(self.patched_at_import)
+
+
+def _differs(first: object, again: object) -> int:
+    """Elements of a repeated run's output that differ from the first run's, bit for bit."""
+    if not (type(first) is torch.Tensor and type(again) is torch.Tensor) or first.shape != again.shape:
+        return 0
+    return poison.bits_differing(first, again)
+
+
+def _guard_bytes(guarded: poison.Guarded) -> int:
+    """What the grader's handling of one allocation adds on the GPU, beyond the bytes the call asked
+    for: the guard cells, and torch's rounding of every block up to a multiple of 512 bytes."""
+    return -(-cases.nbytes(guarded.buffer) // 512) * 512 - guarded.nbytes
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two plain tensors live in the same allocation (one is the other, or a view of it)."""
+    pointer = a.untyped_storage().data_ptr()
+    return pointer != 0 and pointer == b.untyped_storage().data_ptr()

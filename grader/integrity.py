@@ -1,0 +1,135 @@
+"""Whose work it was: the parent's reading of what ran during a call (a child's `Activity`).
+
+Three witnesses report (child/activity.py, hooks.py, guard.py): the torch ops the student's code
+called on any thread, the Triton launches it made, and on a GPU every kernel the GPU ran with the
+torch op that launched it. The verdicts, each naming what it saw:
+- `tampering`: a harness object rebound, something the guard refuses (ctypes, gc's object walks,
+  subprocesses, native code...), or the profiler stopped during the call;
+- `forbidden_op`: a torch op that computes and that the part does not allow (ops.py), or a GPU
+  kernel that is not the student's own: not launched by an allowed op, not a Triton kernel the
+  student launched (as many times as it ran), not a kernel of the student's .cu;
+- `no_kernel_launched`: no kernel of the student's ran (on a GPU: the profiler saw none);
+- `not_fused`: a fused part that launched more kernels, or ran a torch op that touches data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from grader import ops
+from grader.messages import Activity
+from grader.numerics import Verdict
+from grader.spec import Part
+
+
+def kernel_base(name: str) -> str:
+    """A kernel's name without return type, template arguments and parameters: how a demangled
+    name from the profiler and one from the student's library are compared."""
+    name = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
+    name = name.split("(", 1)[0]
+    while name.endswith(">") and "<" in name:
+        depth, cut = 0, len(name)
+        for i in range(len(name) - 1, -1, -1):
+            depth += {">": 1, "<": -1}.get(name[i], 0)
+            if depth == 0:
+                cut = i
+                break
+        name = name[:cut]
+    return name.strip()
+
+
+def harness_tampering(activity: Activity | None) -> Verdict | None:
+    if activity is None:
+        return None
+    if activity.patched:
+        objects = activity.patched
+        names = ", ".join(objects[:6]) + (f" and {len(objects) - 6} more" if len(objects) > 6 else "")
+        when = "while your file was imported" if activity.patched_at_import else "during a call"
+        return Verdict("tampering", f"{names} {'was' if len(objects) == 1 else 'were'} replaced {when}: the grader's "
+                       "clocks, CUDA events and functions are not yours to change", {"patched": objects})  # fmt: skip
+    if activity.refused:
+        return Verdict("tampering", "your code tried what graded code may not do: " + "; ".join(activity.refused[:5]),
+                       {"refused": activity.refused})  # fmt: skip
+    if activity.profiler_lost:
+        return Verdict("tampering", "the grader's profiler was stopped or replaced during the call: the work the call "
+                       "did cannot be accounted for")  # fmt: skip
+    return None
+
+
+def forbidden_ops(part: Part, activity: Activity) -> Verdict | None:
+    bad = [op for op in activity.ops if ops.forbidden(op.name, part.allowed_ops)]
+    if not bad:
+        return None
+    names = ", ".join(op.name for op in bad)
+    threads = " (some from a thread other than the one the grader called)" if any(op.threads > 1 for op in bad) else ""
+    return Verdict("forbidden_op", f"the call ran torch's {names}{threads}: computing is your kernel's job here; "
+                   "torch may only allocate, view and copy", {"ops": [op.name for op in bad]})  # fmt: skip
+
+
+def foreign_kernels(activity: Activity, cuda_kernels: set[str]) -> list[str]:
+    """GPU kernels that no allowed op launched and that are not the student's: more runs of a
+    name than the student's Triton launches of it, or a name found in no launch and no .cu."""
+    own = Counter()
+    for launch in activity.launches:
+        if launch.own:
+            own[launch.kernel] += launch.count
+    foreign = []
+    for kernel in activity.kernels:
+        if kernel.op:
+            continue  # launched by a torch op: that op is judged (forbidden_ops)
+        base = kernel_base(kernel.name)
+        if base in cuda_kernels:
+            continue
+        if own[base] >= kernel.count:
+            own[base] -= kernel.count
+            continue
+        foreign.append(kernel.name)
+    return foreign
+
+
+def own_kernel_ran(part: Part, activity: Activity, device: str, cuda_kernels: set[str]) -> bool:
+    if device != "cuda":
+        return part.is_cuda or any(launch.own for launch in activity.launches)
+    names = {kernel_base(k.name) for k in activity.kernels if not k.op}
+    if part.is_cuda:
+        return bool(names & cuda_kernels)
+    return bool(names & {launch.kernel for launch in activity.launches if launch.own})
+
+
+def integrity(part: Part, activity: Activity, device: str, calls: int, cuda_kernels: set[str] = frozenset()) -> Verdict | None:
+    """The first integrity verdict that applies to one case's calls, or None."""
+    verdict = harness_tampering(activity) or forbidden_ops(part, activity)
+    if verdict:
+        return verdict
+    foreign = foreign_kernels(activity, cuda_kernels) if device == "cuda" else []
+    if foreign:
+        shown = ", ".join(name[:120] for name in foreign[:4])
+        return Verdict("forbidden_op", f"the GPU ran kernels that are not yours during the call: {shown} (a library "
+                       "called directly, or a kernel launched by something other than your code)", {"kernels": foreign})  # fmt: skip
+    if not own_kernel_ran(part, activity, device, cuda_kernels):
+        launched = ", ".join(sorted({launch.kernel for launch in activity.launches}))
+        seen = f" (kernels launched, none defined in your files: {launched})" if launched else ""
+        what = "CUDA kernel of your .cu" if part.is_cuda else "Triton kernel of yours"
+        return Verdict("no_kernel_launched", f"no {what} ran during the call{seen}")
+    return fusion(part, activity, calls)
+
+
+def fusion(part: Part, activity: Activity, calls: int) -> Verdict | None:
+    """A fused part moves its data once: every extra kernel, and every torch op that touches data,
+    is another round trip through memory."""
+    if part.max_kernels is None:
+        return None
+    per_call = sum(launch.count for launch in activity.launches) / max(calls, 1)
+    compute = sorted({op.name for op in activity.ops if ops.touches_data(op.name)})
+    if per_call <= part.max_kernels and not compute:
+        return None
+    seen = []
+    if per_call > part.max_kernels:
+        names = ", ".join(sorted({launch.kernel for launch in activity.launches}))
+        seen.append(f"{per_call:g} kernel launches per call ({names})")
+    if compute:
+        seen.append("torch ops that each run a kernel of their own (" + ", ".join(compute) + ")")
+    limit = "one kernel" if part.max_kernels == 1 else f"at most {part.max_kernels} kernels"
+    return Verdict("not_fused", f"this part must be {limit} and nothing else; the call ran {' and '.join(seen)}",
+                   {"kernels_per_call": per_call, "compute_ops": compute})  # fmt: skip

@@ -1,0 +1,444 @@
+"""What crosses the process boundary between the grader (the parent) and the child that runs student code.
+
+Parent to child: one `Job` as JSON on the child's standard input, read once and closed, so no file
+or command-line argument holds it. Child to parent: signed frames on a pipe (`FrameWriter`,
+`FrameReader`). Each frame is
+
+    4 bytes: header length | 8 bytes: payload length | header (JSON) | payload | 32 bytes: HMAC-SHA256
+
+where the HMAC covers a sequence number, both lengths, the header and the payload, under a key that
+only the parent and the child's harness know (it arrives inside the Job). Student code shares the
+child's process, so it can find the pipe; a frame it writes without the key fails the check and
+the parent calls that `tampering`. The payload carries an output tensor's bytes, streamed straight
+into a file the parent owns, never a path the child names.
+
+Everything the parent reads is untrusted: `decode` builds the typed message or raises
+ProtocolError, caps every string and list, and cleans every string of control sequences, so
+nothing the child says can crash, hang or mislead the parent, the terminal or a report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import os
+import struct
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from grader.text import printable
+
+PREFIX = struct.Struct(">IQ")  # header length, payload length
+MAC_BYTES = 32
+MAX_HEADER_BYTES = 1 << 20
+MAX_TEXT = 64 * 1024  # characters of one string from the child
+MAX_ITEMS = 20_000  # entries of one list or dict from the child
+
+
+class ProtocolError(Exception):
+    """The child sent something that is not a message of the grader's: `reason` says which verdict."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+# --- Parent to child ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    part: str
+    kind: str  # "case", "bench" or "probe"
+    index: int
+    seed: int
+    repeats: int = 1  # runs of a case on the same inputs, which must agree bit for bit
+    max_output_bytes: int = 1 << 20  # an output larger than this is described, not sent
+
+
+@dataclass
+class Job:
+    assignment_dir: str
+    submission_dir: str  # the submission's copy, as the child sees it
+    device: str  # "cpu" or "cuda"
+    channel_fd: int
+    key: str  # hex: signs every frame the child sends
+    tasks: list[Task]
+    libraries: dict[str, str] = field(default_factory=dict)  # CUDA part -> the built library, as the child sees it
+    gpu_memory_gib: float = 40.0
+
+
+# --- Child to parent ----------------------------------------------------------------------------
+
+
+@dataclass
+class Hello:
+    sandbox: str  # what the child found around itself, in words
+
+
+@dataclass
+class Start:
+    task: str
+
+
+@dataclass
+class Output:
+    """Announces the payload of this frame: one tensor's bytes, row-major."""
+
+    task: str
+    name: str
+    dtype: str
+    shape: list[int]
+    sent: bool = True  # False: larger than the task's max_output_bytes, so only its shape travels
+
+
+@dataclass
+class Returned:
+    kind: str  # "tensor", "subclass" (a torch.Tensor subclass: never read) or "other"
+    type_name: str
+    output: str = ""  # the Output frame holding its bytes, for a tensor
+
+
+@dataclass
+class Observation:
+    """What one call left behind, read after a device-wide synchronize."""
+
+    returned: Returned
+    modified_inputs: list[str] = field(default_factory=list)
+    overrun: int = 0  # guard cells written around the allocation the output lives in
+    aliases: list[str] = field(default_factory=list)  # inputs the output shares memory with
+
+
+@dataclass
+class OpCount:
+    name: str  # "aten::add"
+    count: int
+    threads: int = 1  # how many threads ran it: more than one means a thread of the student's
+
+
+@dataclass
+class LaunchCount:
+    kernel: str
+    file: str
+    own: bool  # defined in the student's files
+    count: int
+
+
+@dataclass
+class KernelCount:
+    """A kernel the GPU ran during the call (seen by the profiler, from any thread or stream)."""
+
+    name: str
+    count: int
+    op: str = ""  # the torch op that launched it; "" when no torch op did (Triton, a .cu, a library)
+
+
+@dataclass
+class TargetReport:
+    """A kernel the CPU tier also compiled for the GPU target: what the GPU would say of it."""
+
+    kernel: str
+    where: str  # file and line of the kernel
+    ok: bool
+    error: str = ""
+    shared_bytes: int = 0
+    shared_limit: int = 0
+    tf32_dots: int = 0  # float32 tl.dot that the GPU runs in TF32
+    registers: int = 0
+    spills: int = 0
+
+
+@dataclass
+class Activity:
+    """Everything that ran while student code had control, by the profiler's and the hooks' account."""
+
+    ops: list[OpCount] = field(default_factory=list)  # torch ops the student's code called, every thread
+    launches: list[LaunchCount] = field(default_factory=list)  # Triton launches
+    kernels: list[KernelCount] = field(default_factory=list)  # GPU tier only
+    profiler_lost: bool = False  # the profiler was stopped or replaced during the call
+    refused: list[str] = field(default_factory=list)  # what the guard refused (ctypes, frames, gc, ...)
+    patched: list[str] = field(default_factory=list)  # harness objects found rebound
+    patched_at_import: bool = False
+    targets: list[TargetReport] = field(default_factory=list)  # CPU tier: compiled for the GPU too
+
+
+@dataclass
+class Followup:
+    """A second call, on new inputs of the same shape written into the same memory."""
+
+    seed: int
+    observation: Observation
+    allocated_bytes: int = 0
+    reuses_first_output: bool = False
+    same_as_first: bool = False
+
+
+@dataclass
+class CaseReport:
+    observation: Observation
+    activity: Activity
+    calls: int = 1  # student calls the activity covers
+    unstable: int = 0  # elements that differed between repeated runs on the same inputs
+    followup: Followup | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class Timings:
+    event_ms: list[float] = field(default_factory=list)
+    hidden_ms: list[float] = field(default_factory=list)  # host time the events did not see
+
+
+@dataclass
+class CallCheck:
+    """One timed call's output against the torch reference's output on the same inputs."""
+
+    rep: int
+    agrees: bool
+    detail: str = ""
+
+
+@dataclass
+class BenchReport:
+    student: Timings
+    baseline: Timings
+    activity: Activity
+    checks: list[CallCheck] = field(default_factory=list)
+    remeasured: bool = False
+    kept: Observation | None = None  # one timed call's output, chosen after the fact
+    kept_seed: int = 0  # the seed of that call's inputs
+    copy_gbps: float = 0.0
+    device_name: str = ""
+
+
+@dataclass
+class ProbeReport:
+    called: bool = True
+
+
+@dataclass
+class Failure:
+    reason: str
+    message: str
+    fatal: bool = False  # a dead CUDA context: the parent goes on in a fresh process
+
+
+Outcome = CaseReport | BenchReport | ProbeReport | Failure
+
+
+@dataclass
+class Done:
+    task: str
+    outcome: Outcome
+    activity: Activity | None = None  # for a Failure: what ran before it
+
+
+@dataclass
+class Finished:
+    pass
+
+
+MESSAGES = {cls.__name__: cls for cls in (Hello, Start, Output, Done, Finished)}
+OUTCOMES = {cls.__name__: cls for cls in (CaseReport, BenchReport, ProbeReport, Failure)}
+
+
+# --- Encoding -----------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A message as JSON-ready data; a union member carries its class name under "type"."""
+    if dataclasses.is_dataclass(value):
+        data = {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {"type": type(value).__name__, **data} if type(value).__name__ in OUTCOMES else data
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def encode(message: Any) -> bytes:
+    return json.dumps({"type": type(message).__name__, "body": _plain(message)}, allow_nan=True).encode()
+
+
+def job_json(job: Job) -> bytes:
+    return json.dumps(_plain(job)).encode()
+
+
+def read_job(data: bytes) -> Job:
+    """The child reads its job (trusted: the parent wrote it)."""
+    return _build(Job, json.loads(data), "job")
+
+
+def decode(header: bytes) -> Any:
+    """One message from the child, typed and cleaned, or ProtocolError."""
+    try:
+        data = json.loads(header)
+    except (ValueError, RecursionError) as error:
+        raise ProtocolError("crash", f"a message from the child was not JSON ({error})") from None
+    if not isinstance(data, dict) or data.get("type") not in MESSAGES:
+        raise ProtocolError("tampering", "a message from the child names no known message type")
+    return _build(MESSAGES[data["type"]], data.get("body"), data["type"])
+
+
+def _fail(where: str, expected: str) -> ProtocolError:
+    return ProtocolError("tampering", f"a message from the child is malformed at {where}: expected {expected}")
+
+
+def _build(kind: Any, data: Any, where: str) -> Any:
+    """`data` checked against the type `kind` (a dataclass, list[...], dict[str, ...], a union, a scalar)."""
+    origin, arguments = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (types.UnionType, typing.Union):
+        if data is None and type(None) in arguments:
+            return None
+        if isinstance(data, dict) and data.get("type") in OUTCOMES and OUTCOMES[data["type"]] in arguments:
+            return _build(OUTCOMES[data["type"]], data, where)
+        members = [a for a in arguments if a is not type(None)]
+        if len(members) == 1:
+            return _build(members[0], data, where)
+        raise _fail(where, "one of " + ", ".join(a.__name__ for a in members))
+    if origin is list:
+        if not isinstance(data, list) or len(data) > MAX_ITEMS:
+            raise _fail(where, f"a list of at most {MAX_ITEMS} items")
+        return [_build(arguments[0], item, f"{where}[{i}]") for i, item in enumerate(data)]
+    if origin is dict:
+        if not isinstance(data, dict) or len(data) > MAX_ITEMS:
+            raise _fail(where, f"a mapping of at most {MAX_ITEMS} entries")
+        return {printable(str(k), 200): _build(arguments[1], v, f"{where}.{k}") for k, v in data.items()}
+    if dataclasses.is_dataclass(kind):
+        return _build_dataclass(kind, data, where)
+    return _scalar(kind, data, where)
+
+
+def _build_dataclass(kind: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise _fail(where, f"a {kind.__name__}")
+    hints = typing.get_type_hints(kind)
+    values = {}
+    for f in dataclasses.fields(kind):
+        if f.name in data:
+            values[f.name] = _build(hints[f.name], data[f.name], f"{where}.{f.name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _fail(f"{where}.{f.name}", "a value")
+    return kind(**values)
+
+
+def _scalar(kind: Any, data: Any, where: str) -> Any:
+    if kind is bool:
+        if isinstance(data, bool):
+            return data
+    elif kind is int:
+        if isinstance(data, int) and not isinstance(data, bool) and abs(data) < 1 << 62:
+            return data
+    elif kind is float:
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            return float(data)
+    elif kind is str:
+        if isinstance(data, str):
+            return printable(data, MAX_TEXT)
+    raise _fail(where, getattr(kind, "__name__", str(kind)))
+
+
+# --- Frames -------------------------------------------------------------------------------------
+
+
+def _mac(key: bytes, seq: int, header: bytes, payload_length: int) -> hmac.HMAC:
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    mac.update(seq.to_bytes(8, "big") + PREFIX.pack(len(header), payload_length) + header)
+    return mac
+
+
+class FrameWriter:
+    """The child's end: signs and writes each message, with an optional payload of raw bytes."""
+
+    def __init__(self, fd: int, key: bytes):
+        self.fd, self.key, self.seq = fd, key, 0
+
+    def send(self, message: Any, payload: memoryview | bytes = b"") -> None:
+        header = encode(message)
+        payload = memoryview(payload).cast("B")
+        mac = _mac(self.key, self.seq, header, len(payload))
+        self._write(PREFIX.pack(len(header), len(payload)) + header)
+        for start in range(0, len(payload), 1 << 24):
+            chunk = payload[start : start + (1 << 24)]
+            mac.update(chunk)
+            self._write(chunk)
+        self._write(mac.digest())
+        self.seq += 1
+
+    def _write(self, data: memoryview | bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+
+@dataclass
+class Frame:
+    message: Any
+    payload: Path | None = None  # where the parent wrote the payload's bytes
+    payload_bytes: int = 0
+
+
+class FrameReader:
+    """The parent's end: reads, checks and decodes frames, writing payloads into `folder`.
+
+    `payload_cap` bounds one payload and `budget` all of them together, so a child cannot make the
+    parent fill its disk; every violation is a ProtocolError and ends the reading.
+    """
+
+    def __init__(self, stream: BinaryIO, key: bytes, folder: Path, payload_cap: int, budget: int):
+        self.stream, self.key, self.folder = stream, key, folder
+        self.payload_cap, self.budget, self.seq = payload_cap, budget, 0
+
+    def _exactly(self, count: int) -> bytes:
+        data = self.stream.read(count)
+        if len(data) != count:
+            raise EOFError
+        return data
+
+    def read(self) -> Frame:
+        """The next frame; EOFError at a clean end of the stream."""
+        prefix = self.stream.read(PREFIX.size)
+        if not prefix:
+            raise EOFError
+        if len(prefix) != PREFIX.size:
+            raise ProtocolError("crash", "the result channel ended in the middle of a message")
+        header_length, payload_length = PREFIX.unpack(prefix)
+        if header_length > MAX_HEADER_BYTES:
+            raise ProtocolError("tampering", f"a message header of {header_length} bytes (at most {MAX_HEADER_BYTES})")
+        if payload_length > min(self.payload_cap, self.budget):
+            raise ProtocolError("tampering", f"a payload of {payload_length} bytes, more than the output can hold")
+        try:
+            header = self._exactly(header_length)
+            mac = _mac(self.key, self.seq, header, payload_length)
+            path = self._payload(payload_length, mac) if payload_length else None
+            signature = self._exactly(MAC_BYTES)
+        except EOFError:
+            raise ProtocolError("crash", "the result channel ended in the middle of a message") from None
+        if not hmac.compare_digest(signature, mac.digest()):
+            raise ProtocolError("tampering", "a message on the result channel was not signed by the grader's harness: "
+                                "something else in the process wrote to it")  # fmt: skip
+        self.seq += 1
+        self.budget -= payload_length
+        return Frame(decode(header), path, payload_length)
+
+    def _payload(self, length: int, mac: hmac.HMAC) -> Path:
+        path = self.folder / f"payload-{self.seq}.bin"
+        # O_EXCL: the parent's own new file, never one that something else placed there.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            left = length
+            while left:
+                chunk = self.stream.read(min(left, 1 << 22))
+                if not chunk:
+                    raise EOFError
+                mac.update(chunk)
+                file.write(chunk)
+                left -= len(chunk)
+        return path

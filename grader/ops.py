@@ -1,0 +1,68 @@
+"""What a torch op does to data, judged by the parent from its name: the allow-list of integrity.
+
+A part's work must be done by the student's own kernels, so every torch op its call runs must be
+one that computes nothing: an allocation, a view (decided by the op's own schema: it returns an
+alias of an input and writes nothing), a copy or type conversion, a read of a scalar, or a
+metadata change. Anything else computes, and is `forbidden_op` unless the part's
+assignment.toml allows it by name (`allowed_ops`). An op unknown to torch's registry is judged
+to compute: the list is one of what is allowed, not of what is forbidden.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+# Fresh memory; the first group leaves it uninitialised, the second fills it (a fused part
+# counts a fill as a pass over memory).
+EMPTY = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"}
+FILLED = {"zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
+          "zero_", "fill_", "scalar_tensor", "resize_"}  # fmt: skip
+MOVEMENT = {"copy_", "clone", "_to_copy", "to", "_local_scalar_dense", "item", "lift_fresh_copy", "_unsafe_view",
+            "_copy_from", "_copy_from_and_resize"}  # fmt: skip
+METADATA = {"set_", "resize_as_", "is_nonzero", "_has_compatible_shallow_copy_type", "record_stream", "is_pinned",
+            "size", "stride", "sym_size", "sym_stride", "numel", "dim", "is_contiguous"}  # fmt: skip
+
+
+def base_name(op: str) -> str:
+    return op.removeprefix("aten::").split(".")[0]
+
+
+@functools.cache
+def is_view(name: str) -> bool:
+    """Whether every overload of aten::name that returns tensors returns aliases it does not write."""
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return False
+    verdicts = []
+    for overload in packet.overloads():
+        returns = [r for r in getattr(packet, overload)._schema.returns if "Tensor" in str(r.type)]
+        if returns:
+            verdicts.append(all(r.alias_info is not None and not r.alias_info.is_write for r in returns))
+    return bool(verdicts) and all(verdicts)
+
+
+def category(op: str) -> str:
+    """"allocation", "fill", "view", "movement", "metadata" or "compute"."""
+    name = base_name(op)
+    if name in EMPTY:
+        return "allocation"
+    if name in FILLED:
+        return "fill"
+    if name in MOVEMENT:
+        return "movement"
+    if name in METADATA:
+        return "metadata"
+    return "view" if is_view(name) else "compute"
+
+
+def forbidden(op: str, allowed: tuple[str, ...]) -> bool:
+    """An op the part does not allow: one that computes, unless the part names it."""
+    return category(op) == "compute" and base_name(op) not in allowed
+
+
+def touches_data(op: str) -> bool:
+    """For a fused part: everything but fresh uninitialised memory, views and metadata is a pass
+    over memory of its own (on a GPU, a kernel of torch's)."""
+    return category(op) not in ("allocation", "view", "metadata")

@@ -1,0 +1,124 @@
+"""The sandbox's walls, attacked from inside with native code (ctypes), as if the child's guard had
+already fallen: each attack that once worked (issue: umount2 on a cover, a read-write remount, a
+note left in the host's /dev for a later grading, an unlimited scratch folder) fails here.
+
+Runs only where bubblewrap is installed and the OS lets it make namespaces; the machine's probe
+says which (every grade's `sandbox` line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import sandbox
+from grader.spec import REPO_ROOT
+
+STATUS = sandbox.probe()
+requires_sandbox = pytest.mark.skipif(STATUS.startswith("none"), reason=f"no sandbox here: {STATUS}")
+
+ATTACKS = r"""
+import ctypes, errno, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+repo = sys.argv[1]
+seen = {}
+def attempt(name, result):
+    seen[name] = "ok" if result == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+mounts = [line.split()[4] for line in open("/proc/self/mountinfo")]
+seen["umount"] = {m: (libc.umount2(m.encode(), 2) == 0) for m in mounts}
+attempt("remount / read-write", libc.mount(None, b"/", None, 32 | 4096, None))
+attempt("remount /usr read-write", libc.mount(None, b"/usr", None, 32 | 4096, None))
+attempt("unshare user", libc.unshare(0x10000000))
+attempt("unshare mount", libc.unshare(0x20000))
+fd = os.open("/proc/1/ns/mnt", os.O_RDONLY)
+attempt("setns to init's mounts", libc.setns(fd, 0))
+attempt("ptrace init", libc.ptrace(16, 1, None, None))
+seen["capabilities"] = open("/proc/self/status").read().split("CapEff:")[1].split()[0]
+for path in (f"{repo}/grader/planted.py", "/usr/planted", "/etc/planted"):
+    try:
+        open(path, "w").write("x"); seen[path] = "written"
+    except OSError as error:
+        seen[path] = errno.errorcode[error.errno]
+seen["solutions"] = os.path.exists(f"{repo}/solutions") or os.path.exists(f"{repo}/tests")
+seen["dev"] = sorted(os.listdir("/dev"))
+print(json.dumps(seen))
+"""
+
+
+def _run(script: str, tmp_path: Path, *arguments: str, scratch: int = 64 << 20) -> subprocess.CompletedProcess:
+    (tmp_path / "attack.py").write_text(script)
+    view = sandbox.View([tmp_path], tmp_path, scratch)
+    seccomp = sandbox.seccomp_filter()
+    command = sandbox.command([sys.executable, "-I", str(tmp_path / "attack.py"), *arguments], view, seccomp)
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=120,
+                              pass_fds=(seccomp,) if seccomp is not None else ())  # fmt: skip
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
+
+
+@requires_sandbox
+def test_no_wall_can_be_taken_down_from_inside(tmp_path):
+    done = _run(ATTACKS, tmp_path, str(REPO_ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert not any(seen["umount"].values()), f"a mount came down: {seen['umount']}"
+    for attack in ("remount / read-write", "remount /usr read-write", "unshare user", "unshare mount",
+                   "setns to init's mounts", "ptrace init"):  # fmt: skip
+        assert seen[attack] != "ok", f"{attack} succeeded inside the sandbox"
+    assert seen["capabilities"] == "0000000000000000"
+    assert all(seen[p] in ("EROFS", "EACCES", "ENOENT", "EPERM") for p in
+               (f"{REPO_ROOT}/grader/planted.py", "/usr/planted", "/etc/planted")), seen  # fmt: skip
+    assert not (REPO_ROOT / "grader" / "planted.py").exists()
+    assert seen["solutions"] is False, "solutions/ or tests/ is in sight"
+    assert not [d for d in seen["dev"] if d not in {"core", "fd", "full", "null", "ptmx", "pts", "random", "shm",
+                                                      "stderr", "stdin", "stdout", "tty", "urandom", "zero"}
+                and not d.startswith("nvidia")], seen["dev"]  # fmt: skip
+
+
+LEAVE_A_NOTE = r"""
+import os, sys
+for folder in ("/tmp", "/dev/shm"):
+    open(f"{folder}/note-from-an-earlier-grading", "w").write("hello")
+print(sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")))
+"""
+
+READ_THE_NOTE = r"""
+import os
+print(sorted(os.listdir("/tmp")) + sorted(os.listdir("/dev/shm")))
+"""
+
+
+@requires_sandbox
+def test_nothing_written_in_one_sandbox_is_seen_by_the_next(tmp_path):
+    first = _run(LEAVE_A_NOTE, tmp_path)
+    assert first.returncode == 0 and "note-from-an-earlier-grading" in first.stdout, first.stderr[-1000:]
+    second = _run(READ_THE_NOTE, tmp_path)
+    assert second.returncode == 0, second.stderr[-1000:]
+    assert "note" not in second.stdout
+    assert not list(Path("/dev/shm").glob("note-from-*")), "a note reached the host's /dev/shm"
+
+
+FILL_THE_SCRATCH = r"""
+import errno
+written = 0
+try:
+    with open("/tmp/big", "wb") as file:
+        for _ in range(4096):
+            file.write(b"x" * (1 << 20)); file.flush(); written += 1
+except OSError as error:
+    print(errno.errorcode[error.errno], written)
+"""
+
+
+@requires_sandbox
+def test_the_scratch_space_is_capped(tmp_path):
+    done = _run(FILL_THE_SCRATCH, tmp_path, scratch=32 << 20)
+    code, written = done.stdout.split()
+    assert code == "ENOSPC" and int(written) <= 32, done.stdout
