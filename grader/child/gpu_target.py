@@ -1,0 +1,429 @@
+"""Compile, for the GPU the course grades on, every Triton kernel that a call launched on the CPU tier.
+
+Under TRITON_INTERPRET=1 a kernel body runs as Python and never meets Triton's compiler, so what
+only the compiler sees would first show on the GPU: a kernel it rejects, shared memory beyond what
+one block may have, a float32 `tl.dot` that runs as TF32. Triton 3.6 compiles for an NVIDIA target
+on a machine without a GPU (ptxas and cuobjdump ship in its wheel), so the CPU tier compiles each
+launched kernel too, specialized exactly as the GPU would specialize that launch, and reports what
+the GPU would say. A compilation takes 0.1 s to a few seconds (more for huge blocks), so each
+distinct specialization is compiled once.
+
+In the child, under TRITON_INTERPRET=1, with this module imported before any kernel runs:
+    record_launch(kernel, args, kwargs, grid)   # from the launch hook, every launch; cheap, never raises
+    reports = compile_all()                     # after the call: its kernels, one KernelReport each
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import inspect
+import io
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.runtime.jit import JITFunction
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU the course grades on, in the figures its CUDA driver gives Triton 3.6 (measured)."""
+
+    name: str
+    mem_clock_khz: int
+    mem_bus_width: int  # bits
+    arch: int = 90  # compute capability 9.0, as Triton writes it
+    warp_size: int = 32
+    num_sms: int = 132
+    max_num_regs: int = 65536  # 32-bit registers per block
+    max_shared_mem: int = 232448  # bytes per block, opted in: 227 KiB of the SM's 228 KiB
+    sm_clock_khz: int = 1980000
+
+    def gpu_target(self) -> GPUTarget:
+        return GPUTarget("cuda", self.arch, self.warp_size)
+
+    def device_properties(self) -> dict[str, int]:
+        """What `driver.active.utils.get_device_properties(device)` returns on that GPU."""
+        return {
+            "max_shared_mem": self.max_shared_mem, "max_num_regs": self.max_num_regs,
+            "multiprocessor_count": self.num_sms, "warpSize": self.warp_size, "sm_clock_rate": self.sm_clock_khz,
+            "mem_clock_rate": self.mem_clock_khz, "mem_bus_width": self.mem_bus_width,
+        }  # fmt: skip
+
+
+# Only the memory differs (triton.testing.get_dram_gbps: 2 x clock x bus width): 3.35 and 4.81 TB/s.
+H100 = Target("NVIDIA H100 80GB HBM3", mem_clock_khz=2619000, mem_bus_width=5120)
+H200 = Target("NVIDIA H200", mem_clock_khz=3201000, mem_bus_width=6016)
+TARGET = H200  # the GPU tier's machine (DESIGN.md section 10)
+
+
+@dataclass
+class KernelReport:
+    kernel: str  # the kernel's name
+    file: str  # the file it is defined in
+    line: int  # the line of its `def`
+    constexprs: dict[str, str]  # constexpr arguments of the launch, name -> repr of the value
+    num_warps: int
+    num_stages: int
+    compiled: bool = False  # the target's compiler accepted the kernel
+    error: str = ""  # what the compiler (or the launch) would say on the GPU
+    error_line: int | None = None  # the line of `file` the compiler pointed at, where it said
+    shared_bytes: int = 0  # shared memory one program needs on the target
+    shared_limit: int = TARGET.max_shared_mem  # the most one block may have there
+    registers: int | None = None  # per thread (advice: occupancy), from the cubin
+    spills: int | None = None  # local memory per thread / 4, as Triton's n_spills counts it (advice)
+    tf32_dots: int = 0  # tl.dot on float32 operands that the GPU runs in TF32
+    missing_allocator: bool = False  # needs global scratch (in-kernel descriptors): no triton.set_allocator
+    autotuned: bool = False  # only launched by a several-config @triton.autotune (see `launches`)
+    seconds: float = 0.0  # time the compilation took here
+
+    @property
+    def where(self) -> str:
+        return f"{os.path.basename(self.file)}, line {self.error_line or self.line}"
+
+    @property
+    def launches(self) -> bool:
+        """Whether the GPU would run it: compiled, shared memory within the limit (Triton refuses the
+        launch otherwise), scratch memory allocatable. An autotuned config that does not is only
+        skipped by the GPU's autotuner: that is fatal only when every config of the kernel fails."""
+        return self.compiled and self.shared_bytes <= self.shared_limit and not self.missing_allocator
+
+
+@dataclass
+class _Launch:
+    """One specialization of one kernel, as the GPU would compile it (no tensors kept)."""
+
+    report: KernelReport  # what is known before compiling: name, place, constexprs, options
+    twin: JITFunction | None = None
+    signature: dict | None = None  # argument name -> Triton type ("*fp32", "i32", "constexpr")
+    constexprs: dict | None = None  # argument path -> value
+    attrs: dict | None = None  # argument path -> specialization attributes (tt.divisibility)
+    options: dict | None = None  # compile options of the launch (num_warps, num_stages, debug, ...)
+    autotuned: bool = True  # every launch so far came from an autotuner trying configs
+    allocator_set: bool = True  # triton.set_allocator was called before every launch
+
+
+@dataclass
+class Compilation:
+    report: KernelReport
+    kernel: object = None  # Triton's CompiledKernel, where it compiled
+    exception: BaseException | None = None  # the compiler's, where it did not
+
+
+_launches: dict[tuple, _Launch] = {}  # every specialization launched in this process
+_since_last: dict[tuple, None] = {}  # those launched since compile_all last ran (ordered, once each)
+_compilations: dict[tuple, Compilation] = {}
+_twins: dict[int, JITFunction] = {}
+_autotuning = contextvars.ContextVar("autotuning", default=False)
+_known_launch = contextvars.ContextVar("known_launch", default=None)
+
+
+def record_launch(kernel, args: tuple, kwargs: dict, grid=None) -> tuple:
+    """Remember the launch `kernel[grid](*args, **kwargs)` for compile_all, once per specialization.
+
+    `kernel` is what the launch hook sees (an InterpretedFunction, or a JITFunction), `args` and
+    `kwargs` the launch's arguments, constexprs and options (num_warps, ...) included; the grid
+    does not change what is compiled. Returns the specialization's key. Never raises: what Triton
+    would refuse at launch becomes the report's error.
+    """
+    from triton.runtime import _allocation
+
+    key = _known_launch.get()
+    if key is None:
+        try:
+            key, launch = _specialize(_twin(kernel), args, kwargs)
+        except Exception as error:  # the GPU refuses this launch before compiling (an unknown keyword, say)
+            key, launch = (id(kernel), repr(error)), _Launch(_report_of(kernel, {}, kwargs))
+            launch.report.error = f"{type(error).__name__}: {error}"
+        _launches.setdefault(key, launch)
+    _since_last[key] = None
+    launch = _launches[key]
+    launch.autotuned &= _autotuning.get()
+    launch.allocator_set &= _allocation._allocator.get() is not _allocation._NULL_ALLOCATOR
+    return key
+
+
+def compile_all(target: Target = TARGET) -> list[KernelReport]:
+    """One report per specialization launched since compile_all last ran (a graded call's kernels,
+    when called after each call), in the order of their first launch. Each specialization is
+    compiled once per process; later reports of it come from the cache."""
+    keys = list(_since_last)
+    _since_last.clear()
+    return [_compile(key, target).report for key in keys]
+
+
+def compile_now(kernel, args: tuple, kwargs: dict, target: Target = TARGET) -> tuple[tuple, Compilation]:
+    """Record one launch and compile it at once (for `kernel.warmup(...)`, which compiles on a GPU)."""
+    key = record_launch(kernel, args, kwargs)
+    return key, _compile(key, target)
+
+
+@contextlib.contextmanager
+def autotuning():
+    """Launches inside are an autotuner's trials: on the GPU a config that does not fit is skipped."""
+    token = _autotuning.set(True)
+    try:
+        yield
+    finally:
+        _autotuning.reset(token)
+
+
+@contextlib.contextmanager
+def launching(key: tuple):
+    """Launches inside run the kernel that compile_now compiled under `key` (a warmed-up kernel)."""
+    token = _known_launch.set(key)
+    try:
+        yield
+    finally:
+        _known_launch.reset(token)
+
+
+# --- Specializing a launch as the GPU would ------------------------------------------------------
+
+
+def _specialize(twin: JITFunction, args: tuple, kwargs: dict) -> tuple[tuple, _Launch]:
+    """Triton's own binder and packer, as JITFunction.run calls them on a GPU: pointers become
+    typed pointers with their 16-byte divisibility, integers i32/i64 (1 becomes a constexpr),
+    constexprs their values, and options come from the launch."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import compute_cache_key, create_function_from_signature
+
+    backend = make_backend(TARGET.gpu_target())  # specialization is the same on every NVIDIA target
+    kwargs = dict(kwargs)
+    kwargs["debug"] = kwargs.get("debug", twin.debug) or knobs.runtime.debug  # as JITFunction.run does
+    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    if not hasattr(twin, "binder"):
+        twin.binder = create_function_from_signature(twin.signature, twin.params, backend)
+    bound_args, specialization, options = twin.binder(*args, **kwargs)
+    parsed, signature, constexprs, attrs = twin._pack_args(backend, kwargs, bound_args, specialization, options)
+    # Options are read from every keyword, a parameter's too: the tutorial's `num_stages` is both.
+    chosen = {k: v for k, v in kwargs.items() if k in parsed.__dict__}
+    report = _report_of(twin, constexprs, chosen)
+    key = (id(twin), compute_cache_key({}, specialization, options))
+    return key, _Launch(report, twin, signature, constexprs, attrs, chosen)
+
+
+def _report_of(kernel, constexprs: dict, options: dict) -> KernelReport:
+    fn = inspect.unwrap(getattr(kernel, "fn", kernel))
+    code = getattr(fn, "__code__", None)
+    names = getattr(kernel, "arg_names", [])  # a JITFunction's, and an InterpretedFunction's
+    return KernelReport(
+        kernel=getattr(fn, "__name__", repr(fn)), file=code.co_filename if code else "<unknown>",
+        line=_def_line(fn), num_warps=options.get("num_warps", 4), num_stages=options.get("num_stages", 3),
+        constexprs={names[p[0]] + "".join(f"[{i}]" for i in p[1:]): repr(v) for p, v in constexprs.items()},
+    )  # fmt: skip
+
+
+def _def_line(fn) -> int:
+    """The line of `def` (below any decorators), where Triton counts a kernel's lines from."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return getattr(getattr(fn, "__code__", None), "co_firstlineno", 0)
+    return first + next((i for i, line in enumerate(lines) if line.lstrip().startswith("def ")), 0)
+
+
+class _Twin(JITFunction):
+    """The JITFunction that `@triton.jit` would have made without TRITON_INTERPRET=1.
+
+    Under the interpreter every @triton.jit function, the student's helpers and half of
+    triton.language (tl.max, tl.cdiv, ...) included, is an InterpretedFunction, which the code
+    generator does not take as a callee. The twin sees twins wherever it looks names up."""
+
+    def get_capture_scope(self):
+        return {name: _twin(value) for name, value in super().get_capture_scope().items()}
+
+
+def _twin(value):
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not isinstance(value, InterpretedFunction):
+        return value
+    if id(value) not in _twins:
+        # Keyed by id (an InterpretedFunction's hash would hash its source); the twin keeps the
+        # InterpretedFunction alive, so the id is not reused while it is remembered.
+        _twins[id(value)] = _Twin(value.fn, **value.kwargs)
+        _twins[id(value)].interpreted = value
+    return _twins[id(value)]
+
+
+def _member_function(value):
+    """The free function behind a tensor method (`x.sum` forwards to `tl.sum`). Triton binds a
+    JITFunction directly, but wraps anything else, an InterpretedFunction included; calling that
+    wrapper would run the interpreter inside the compiler."""
+    wrapper = getattr(value, "__func__", None)
+    if getattr(wrapper, "__qualname__", "") != "_tensor_member_fn.<locals>.wrapper":
+        return value
+    return inspect.getclosurevars(wrapper).nonlocals.get("fn", value)
+
+
+@contextlib.contextmanager
+def _compiler_sees_twins():
+    """While compiling: no interpreter mode, the real triton.language, and InterpretedFunctions
+    reached as attributes (tl.max, x.sum, a helper in another module) seen as their twins."""
+    from triton.compiler.code_generator import BoundJITMethod, CodeGenerator, _is_triton_value
+    from triton.runtime.jit import DependenciesFinder
+
+    import triton.experimental.gluon  # noqa: F401  Triton imports it lazily; it only loads in interpreter mode
+
+    get_attribute, record_reference = CodeGenerator.get_Attribute, DependenciesFinder.record_reference
+
+    def get_twin_attribute(self, lhs, attr):
+        value = get_attribute(self, lhs, attr)
+        twin = _twin(_member_function(value))
+        if twin is value:
+            return value
+        return BoundJITMethod(lhs, twin) if _is_triton_value(lhs) else twin  # x.sum() binds x, as for a JITFunction
+
+    CodeGenerator.get_Attribute = get_twin_attribute
+    DependenciesFinder.record_reference = lambda self, val, *a, **k: record_reference(self, _twin(val), *a, **k)
+    try:
+        with knobs.runtime.scope(), _pristine_language():
+            knobs.runtime.interpret = False  # constexpr_function results stay constexprs
+            yield
+    finally:
+        CodeGenerator.get_Attribute, DependenciesFinder.record_reference = get_attribute, record_reference
+
+
+# The interpreter runs a kernel by patching triton.language (tl.load, tensor.__add__, tl.range, ...)
+# with numpy versions and undoes it after the launch, but not all of it: calling a @jit function
+# whose module imports triton.language.core (tl.cdiv, say) from a kernel patches that module too,
+# and nothing restores it (measured: 61 names of triton.language.core stay patched after one launch).
+# The compiler needs the real language, so each attribute the interpreter patches is remembered
+# with its value before the first patch, and put back while compiling. Recording starts when this
+# module is imported, which must happen before any kernel runs.
+_MISSING = object()
+_originals: dict[tuple[int, str], tuple[object, str, object]] = {}
+
+
+def _remember_originals() -> None:
+    from triton.runtime.interpreter import _LangPatchScope
+
+    set_attr = _LangPatchScope.set_attr
+    if getattr(set_attr, "remembers", False):
+        return
+
+    def remembering_set_attr(scope, obj, name, value):
+        _originals.setdefault((id(obj), name), (obj, name, getattr(obj, name, _MISSING)))
+        return set_attr(scope, obj, name, value)
+
+    remembering_set_attr.remembers = True
+    _LangPatchScope.set_attr = remembering_set_attr
+
+
+@contextlib.contextmanager
+def _pristine_language():
+    now = [(obj, name, getattr(obj, name, _MISSING)) for obj, name, _ in _originals.values()]
+    for obj, name, original in _originals.values():
+        _set_or_delete(obj, name, original)
+    try:
+        yield
+    finally:
+        for obj, name, value in now:
+            _set_or_delete(obj, name, value)
+
+
+def _set_or_delete(obj, name: str, value) -> None:
+    if value is not _MISSING:
+        setattr(obj, name, value)
+    elif hasattr(obj, name):
+        delattr(obj, name)
+
+
+# --- Compiling -----------------------------------------------------------------------------------
+
+
+def _compile(key: tuple, target: Target) -> Compilation:
+    launch = _launches[key]
+    if (key, target) not in _compilations:
+        _compilations[(key, target)] = _compile_once(launch, target)
+    compilation = _compilations[(key, target)]
+    report = compilation.report
+    report.autotuned = launch.autotuned
+    report.missing_allocator = report.compiled and not launch.allocator_set and _needs_scratch(compilation.kernel)
+    return compilation
+
+
+def _compile_once(launch: _Launch, target: Target) -> Compilation:
+    import triton
+    from triton.compiler import ASTSource, make_backend
+
+    report = dataclasses.replace(launch.report, shared_limit=target.max_shared_mem)
+    if launch.twin is None:
+        return Compilation(report)  # the launch itself fails: its error is the report's already
+    started = time.perf_counter()
+    try:
+        options = make_backend(target.gpu_target()).parse_options(dict(launch.options))
+        # Triton prints the whole PTX to stdout when ptxas fails; the error it raises says enough.
+        with _compiler_sees_twins(), contextlib.redirect_stdout(io.StringIO()):
+            source = ASTSource(launch.twin, launch.signature, launch.constexprs, launch.attrs)
+            kernel = triton.compile(source, target=target.gpu_target(), options=options.__dict__)
+    except Exception as error:
+        report.seconds = time.perf_counter() - started
+        report.error, report.error_line = _compiler_message(error, report.line)
+        return Compilation(report, exception=error)
+    report.seconds = time.perf_counter() - started
+    report.compiled, report.shared_bytes = True, kernel.metadata.shared
+    report.num_warps, report.num_stages = kernel.metadata.num_warps, kernel.metadata.num_stages
+    report.registers, report.spills = _resource_usage(kernel)
+    report.tf32_dots = tf32_dots(kernel.asm.get("ttir", ""))
+    return Compilation(report, kernel)
+
+
+def _needs_scratch(kernel) -> bool:
+    return getattr(kernel.metadata, "global_scratch_size", 0) > 0
+
+
+def _compiler_message(error: BaseException, def_line: int) -> tuple[str, int | None]:
+    """The compiler's words, the callee's too when the error is in a function the kernel calls,
+    and the line of the kernel it points at (Triton counts from the `def`, as line 1)."""
+    from triton.compiler.errors import CompilationError
+
+    texts, cause = [], error
+    while cause is not None and len(texts) < 4:
+        texts.append(f"{type(cause).__name__}: {cause}")
+        cause = cause.__cause__
+    node = getattr(error, "node", None)
+    line = def_line + node.lineno - 1 if isinstance(error, CompilationError) and hasattr(node, "lineno") else None
+    return "\n".join(texts), line
+
+
+_TF32_DOT = re.compile(r"tt\.dot .*inputPrecision = tf32\b.*: tensor<[^>]*xf32> \* tensor<[^>]*xf32>")
+
+
+def tf32_dots(ttir: str) -> int:
+    """How many tl.dot ops multiply float32 operands in TF32, Triton's default on NVIDIA GPUs unless
+    told `input_precision="ieee"`: TTIR writes `inputPrecision = tf32` on each (and nothing for ieee)."""
+    return sum(1 for line in ttir.splitlines() if _TF32_DOT.search(line))
+
+
+def _resource_usage(kernel) -> tuple[int | None, int | None]:
+    """(registers per thread, spilled registers) from the cubin, as the driver reports them on load:
+    cuobjdump's REG, and its STACK + LOCAL bytes / 4 (the driver's local size, which Triton divides
+    by 4 into n_spills; ptxas spills registers to the stack frame). None where unknown."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    cuobjdump = os.path.join(os.path.dirname(get_ptxas(kernel.metadata.target.arch).path), "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        try:
+            usage = subprocess.run([cuobjdump, "--dump-resource-usage", cubin.name], capture_output=True,
+                                   text=True, timeout=60).stdout  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None, None
+    registers, stack, local = (re.search(rf"{name}:(\d+)", usage) for name in ("REG", "STACK", "LOCAL"))
+    if not (registers and stack and local):
+        return None, None
+    return int(registers.group(1)), (int(stack.group(1)) + int(local.group(1))) // 4
+
+
+if knobs.runtime.interpret:
+    _remember_originals()

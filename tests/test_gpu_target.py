@@ -1,0 +1,206 @@
+"""The CPU tier compiles every launched kernel for the GPU target (grader/child/gpu_target.py).
+
+Each case runs in a fresh Python with TRITON_INTERPRET=1, launch hook and all, as the child does:
+kernels run in the interpreter, and each launch is also recorded; compile_all() then reports what
+Triton's compiler says for sm_90. The figures asserted here are those an H100 gave for the same
+kernels with Triton 3.6 (shared memory, registers, the out-of-resource message).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Measured on the GPU image (numpy 2.5.2): Triton 3.6's interpreter itself fails there ("only
+# 0-dimensional arrays can be converted to Python scalars"); the CPU tier pins numpy 1.26.
+pytestmark = pytest.mark.skipif(int(numpy.__version__.split(".")[0]) >= 2,
+                                reason=f"Triton 3.6's interpreter needs numpy < 2, this Python has {numpy.__version__}")
+KERNELS = REPO / "tests" / "kernels"
+
+PRELUDE = """
+import dataclasses, importlib.util, json, sys, time
+import torch, triton
+from grader.child import gpu_target, interpreter
+interpreter.install()
+
+from triton.runtime.interpreter import InterpretedFunction
+_run = InterpretedFunction.run
+
+def record_then_run(self, *args, grid, warmup, **kwargs):  # what the grader's launch hook does
+    if not warmup:
+        gpu_target.record_launch(self, args, kwargs, grid)
+    return _run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+InterpretedFunction.run = record_then_run
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, f"tests/kernels/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+def reports():
+    return [dict(dataclasses.asdict(r), launches=r.launches) for r in gpu_target.compile_all()]
+
+torch.manual_seed(0)
+"""
+
+
+@pytest.fixture(scope="module")
+def triton_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("triton-cache")
+
+
+def run_child(body: str, cache: Path) -> dict:
+    """Run `body` after PRELUDE in a fresh interpreter; it prints one JSON line, which is returned."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, f"the child failed:\n{done.stderr[-4000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def line_of(file: str, text: str) -> int:
+    lines = (KERNELS / file).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def test_vector_add_compiles_with_no_shared_memory(triton_cache):
+    result = run_child("""
+        tutorial = load("tutorial_vector_add")
+        x = torch.rand(98432)
+        tutorial.add(x, x)
+        tutorial.add(x, x)  # the same specialization: one report
+        print(json.dumps(reports()))
+    """, triton_cache)  # fmt: skip
+    [report] = result
+    assert report["kernel"] == "add_kernel" and report["file"] == str(KERNELS / "tutorial_vector_add.py")
+    assert report["line"] == line_of("tutorial_vector_add.py", "def add_kernel")
+    assert report["constexprs"] == {"BLOCK_SIZE": "1024"}
+    assert report["compiled"] and report["launches"] and report["error"] == ""
+    assert report["shared_bytes"] == 0 and report["shared_limit"] == 232448
+    assert (report["registers"], report["spills"], report["num_warps"]) == (26, 0, 4)
+    assert report["tf32_dots"] == 0 and not report["autotuned"]
+
+
+def test_whole_row_softmax_needs_more_shared_memory_than_the_gpu_has(triton_cache):
+    """The tutorial's kernel with a whole 100000-wide row in one block, as the GPU refused it:
+    "out of resource: shared memory, Required: 524320, Hardware limit: 232448"."""
+    result = run_child("""
+        tutorial = load("tutorial_softmax")
+        x = torch.randn(2, 100000)
+        y = torch.empty_like(x)
+        block = triton.next_power_of_2(100000)
+        tutorial.softmax_kernel[(2, )](y, x, x.stride(0), y.stride(0), 2, 100000, block, 2, num_warps=8)
+        right = torch.allclose(y, torch.softmax(x, dim=1), atol=1e-6)
+        print(json.dumps({"right": right, "reports": reports()}))
+    """, triton_cache)  # fmt: skip
+    assert result["right"]  # the interpreter has no shared memory to run out of
+    [report] = result["reports"]
+    assert report["constexprs"] == {"BLOCK_SIZE": "131072", "num_stages": "2"}
+    assert report["compiled"] and report["num_warps"] == 8
+    assert (report["shared_bytes"], report["shared_limit"]) == (524320, 232448)
+    assert not report["launches"]
+
+
+def test_float32_dot_runs_in_tf32_unless_told_ieee(triton_cache):
+    result = run_child("""
+        kernels = load("compiler_only")
+        a, b = torch.randn(32, 32), torch.randn(32, 32)
+        exact = [torch.allclose(kernels.dot(a, b, ieee), a @ b, atol=1e-4) for ieee in (False, True)]
+        print(json.dumps({"exact": exact, "reports": reports()}))
+    """, triton_cache)  # fmt: skip
+    assert result["exact"] == [True, True]  # the interpreter multiplies in float32 either way
+    default, ieee = result["reports"]
+    assert default["constexprs"] == {"N": "32", "IEEE": "False"} and default["tf32_dots"] == 1
+    assert ieee["constexprs"] == {"N": "32", "IEEE": "True"} and ieee["tf32_dots"] == 0
+    assert default["compiled"] and ieee["compiled"]
+
+
+def test_what_the_interpreter_runs_but_the_compiler_rejects(triton_cache):
+    """A plain-int global and a `break`: Python runs both; Triton's compiler refuses both, and says
+    where. The GPU's warmup() raises the same error."""
+    result = run_child("""
+        kernels = load("compiler_only")
+        x = torch.arange(1.0, 301.0)
+        kernels.double_(x)
+        doubled = torch.equal(x, torch.arange(1.0, 301.0) * 2)
+        x[7] = -1
+        counted = kernels.count_leading_positive(x).item()
+        try:
+            kernels.double_kernel.warmup(x, 300, grid=(1, ))
+            warmup = ""
+        except Exception as error:
+            warmup = type(error).__name__
+        print(json.dumps({"doubled": doubled, "counted": counted, "warmup": warmup, "reports": reports()}))
+    """, triton_cache)  # fmt: skip
+    assert result["doubled"] and result["counted"] == 7
+    assert result["warmup"] == "CompilationError"
+    by_name = {r["kernel"]: r for r in result["reports"]}
+    global_int, brk = by_name["double_kernel"], by_name["count_leading_positive_kernel"]
+    assert not global_int["compiled"] and not global_int["launches"]
+    assert "Cannot access global variable BLOCK" in global_int["error"]
+    assert global_int["error_line"] == line_of("compiler_only.py", "offsets = tl.program_id(0) * BLOCK")
+    assert not brk["compiled"] and "unsupported AST node type: Break" in brk["error"]
+    assert brk["error_line"] == line_of("compiler_only.py", "            break")
+
+
+def test_specialization_follows_triton(triton_cache):
+    """As on a GPU: an integer argument equal to 1 becomes a constexpr, and a pointer that is not
+    16-byte aligned compiles separately; an unknown keyword, which the interpreter drops, fails."""
+    result = run_child("""
+        tutorial = load("tutorial_vector_add")
+        x = torch.rand(1000)
+        grid = (1, )
+        tutorial.add_kernel[grid](x, x, x, 1000, BLOCK_SIZE=1024)
+        tutorial.add_kernel[grid](x[1:], x, x, 999, BLOCK_SIZE=1024)
+        tutorial.add_kernel[grid](x, x, x, 1, BLOCK_SIZE=1024)
+        tutorial.add_kernel[grid](x, x, x, 1000, BLOCK_SIZE=1024, num_warp=8)
+        first = reports()
+        tutorial.add_kernel[grid](x, x, x, 1000, BLOCK_SIZE=1024)  # a second call, the same kernel
+        started = time.perf_counter()
+        again = reports()
+        print(json.dumps({"reports": first, "again": again, "again_s": time.perf_counter() - started}))
+    """, triton_cache)  # fmt: skip
+    aligned, unaligned, one, misspelt = result["reports"]
+    assert aligned["compiled"] and unaligned["compiled"]
+    assert one["constexprs"] == {"n_elements": "1", "BLOCK_SIZE": "1024"}
+    assert not misspelt["compiled"]
+    assert misspelt["error"] == "KeyError: 'Keyword argument num_warp was specified but unrecognised'"
+    assert result["again"] == [aligned]  # only what was launched since, from the cache
+    assert result["again_s"] < 0.5
+
+
+def test_autotuned_launches_are_marked(triton_cache):
+    """A config that does not fit is skipped by the GPU's autotuner, so its reports say autotuned."""
+    result = run_child("""
+        matmul = load("autotuned_matmul")
+        a, b = torch.randn(50, 96), torch.randn(96, 70)
+        matmul.matmul(a, b)
+        print(json.dumps(reports()))
+    """, triton_cache)  # fmt: skip
+    assert [r["constexprs"]["BLOCK_K"] for r in result] == ["32", "32", "64"]
+    assert all(r["autotuned"] and r["compiled"] and r["launches"] for r in result)
+    assert [r["tf32_dots"] for r in result] == [1, 1, 1]
+    assert [(r["num_warps"], r["num_stages"]) for r in result] == [(4, 3), (4, 2), (8, 3)]
+
+
+def test_in_kernel_descriptors_need_an_allocator(triton_cache):
+    """Only the GPU needs triton.set_allocator (for the descriptors' scratch memory)."""
+    result = run_child("""
+        blocks = load("block_pointers")
+        a, b = torch.randn(50, 72), torch.randn(48, 72)
+        right = torch.allclose(blocks.descriptor_bt(a, b, set_allocator=False), a @ b.T, atol=1e-4)
+        print(json.dumps({"right": right, "reports": reports()}))
+    """, triton_cache)  # fmt: skip
+    [report] = result["reports"]
+    assert result["right"] and report["compiled"]
+    assert report["missing_allocator"] and not report["launches"]
