@@ -36,6 +36,7 @@ from grader import messages, sandbox
 from grader.limits import Limits, Watchdog
 from grader.messages import Done, Finished, Hello, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
+from grader.text import printable
 
 BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main import main; main(sys.argv[2])"
 CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
@@ -60,13 +61,14 @@ class _Capture(threading.Thread):
             self.tail = (self.tail + chunk)[-CAPTURE_BYTES:]
 
     def text(self) -> str:
+        """What was kept, as text with no control sequences: it may reach a terminal or a report."""
         if self.total <= CAPTURE_BYTES:
-            return self.head.decode(errors="replace")
-        skipped = self.total - 2 * CAPTURE_BYTES
-        if skipped <= 0:
-            return (self.head + self.tail[-(self.total - len(self.head)):]).decode(errors="replace")
-        middle = f"\n[... {skipped} bytes of output left out ...]\n".encode()
-        return (self.head + middle + self.tail).decode(errors="replace")
+            kept = self.head
+        elif self.total - 2 * CAPTURE_BYTES <= 0:
+            kept = self.head + self.tail[-(self.total - len(self.head)):]
+        else:
+            kept = self.head + f"\n[... {self.total - 2 * CAPTURE_BYTES} bytes of output left out ...]\n".encode() + self.tail
+        return printable(kept.decode(errors="replace"))
 
 
 @dataclass

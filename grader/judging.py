@@ -125,13 +125,21 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
 def target_verdict(case: Case, activity: Activity) -> Verdict | None:
     """CPU tier: what the GPU will say of a kernel the interpreter ran happily (gpu_target.py)."""
     for report in activity.targets:
+        if report.autotuned and not report.ok and any(r.ok for r in activity.targets if r.kernel == report.kernel):
+            continue  # the GPU's autotuner skips a config that does not compile or fit, when another one does
         if not report.ok:
             return Verdict("compile_error", f"{report.kernel} ({report.where}) runs in the interpreter but does not "
                            f"compile for the GPU, which will refuse it: {report.error}")  # fmt: skip
-        if report.shared_limit and report.shared_bytes > report.shared_limit:
+        if report.shared_limit and report.shared_bytes > report.shared_limit and not (
+            report.autotuned and any(r.kernel == report.kernel and r.shared_bytes <= r.shared_limit for r in activity.targets)
+        ):
             return Verdict("compile_error", f"{report.kernel} ({report.where}) needs {size(report.shared_bytes)} of "
                            f"shared memory, more than the GPU's {size(report.shared_limit)}: on the GPU it fails with "
                            "'out of resource: shared memory'; loop over the row in blocks instead of loading it whole")  # fmt: skip
+        if report.missing_allocator:
+            return Verdict("crash", f"{report.kernel} ({report.where}) makes tensor descriptors inside the kernel, which "
+                           "on the GPU need scratch memory from an allocator: without triton.set_allocator(...) the "
+                           "launch fails there")  # fmt: skip
         if report.tf32_dots and case.dtype == "float32" and case.tier == "both":
             return Verdict("wrong_result", f"{report.kernel} ({report.where}) has a float32 tl.dot that the GPU runs in "
                            "TF32 (10-bit mantissas, relative errors near 1e-3, far over this case's tolerance): pass "

@@ -137,6 +137,7 @@ class KernelCount:
     name: str
     count: int
     op: str = ""  # the torch op that launched it; "" when no torch op did (Triton, a .cu, a library)
+    graph: bool = False  # replayed from a CUDA graph (an autotuner's do_bench_cudagraph): not a launch of its own
 
 
 @dataclass
@@ -152,6 +153,8 @@ class TargetReport:
     tf32_dots: int = 0  # float32 tl.dot that the GPU runs in TF32
     registers: int = 0
     spills: int = 0
+    autotuned: bool = False  # launched by an autotuner with several configs (the GPU skips one that does not fit)
+    missing_allocator: bool = False  # in-kernel tensor descriptors without triton.set_allocator
 
 
 @dataclass

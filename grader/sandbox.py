@@ -83,6 +83,13 @@ def _inside_repo_allowed(path: Path) -> bool:
     return not path.is_relative_to(REPO_ROOT) or any(path.is_relative_to(REPO_ROOT / n) for n in SHOWN_IN_REPO)
 
 
+def _is_grader_path(path: Path) -> bool:
+    """A Python installation or a checkout of the grader under /tmp (Gradescope's unpacked
+    autograder, a TA's scratch checkout) stays in sight; the rest of /tmp does not."""
+    return path.is_relative_to("/tmp") and (path == Path(sys.prefix) or Path(sys.prefix).is_relative_to(path)
+                                            or path.is_relative_to(REPO_ROOT))
+
+
 def python_paths() -> list[Path]:
     """The Python installation the child runs on: prefixes, the standard library, every import path."""
     found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)}
@@ -90,9 +97,16 @@ def python_paths() -> list[Path]:
     found.update(p for p in sys.path if p)
     for variable in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
         found.update(p for p in os.environ.get(variable, "").split(os.pathsep) if p)
+    # Triton builds its launcher with the C compiler and nvcc builds CUDA parts: each needs its
+    # whole installation (cc1, as, ld, headers), not only the bin/ folder on the PATH.
+    for tool in (os.environ.get("CC", ""), "cc", "gcc", "nvcc", "ptxas"):
+        where = shutil.which(tool) if tool else None
+        if where:
+            found.add(str(Path(os.path.realpath(where)).parent.parent))
     real = {Path(os.path.realpath(p)) for p in found if os.path.isabs(p) and os.path.exists(p)}
     real = {p for p in real if _inside_repo_allowed(p) and not any(p.is_relative_to(s) for s in map(Path, SYSTEM))}
-    real = {p for p in real if p != Path("/") and not p.is_relative_to("/proc") and not p.is_relative_to("/dev")}
+    real = {p for p in real if p != Path("/") and not any(p.is_relative_to(d) for d in ("/proc", "/dev", "/tmp", "/sys"))
+            or _is_grader_path(p)}
     return sorted(p for p in real if not any(q != p and p.is_relative_to(q) for q in real))
 
 

@@ -6,6 +6,8 @@
 #   grade-NAME         grade solutions/ for assignment NAME on the GPU, keeping results.json
 #   "pytest ARGS..."   .venv/bin/python -m pytest -m gpu ARGS (one quoted word)
 # e.g. tests/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
+# The sandbox needs bubblewrap: where the image lacks it, BWRAP_DEB=path/to/bubblewrap_*.deb (Debian's
+# package, fetched elsewhere with `apt-get download bubblewrap`) is unpacked and put on the PATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}
@@ -13,7 +15,11 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
 [ -e .venv/.ready ] || { python3 grader/bootstrap.py > "$OUT/bootstrap.log" 2>&1 && touch .venv/.ready; } ||
   tail "$OUT/bootstrap.log"
+if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DEB:-}" ]; then
+  dpkg -x "$BWRAP_DEB" /tmp/bubblewrap && export PATH="/tmp/bubblewrap/usr/bin:$PATH"
+fi
 PY=.venv/bin/python
+$PY -c "from grader import sandbox, stack; print('sandbox:', sandbox.probe()); print('stack differs:', stack.differences('cuda'))"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 n=0
 for step in "$@"; do

@@ -240,10 +240,13 @@ def test_the_infinite_loop_costs_at_most_its_timeout_plus_5_s(run):
     path = run.out / "gradebook.sqlite"
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         seconds = dict(db.execute("SELECT student, seconds FROM grades WHERE assignment = 'vector_add'").fetchall())
+        others = db.execute("SELECT SUM(seconds) FROM grades WHERE student = 'infinite_loop' "
+                            "AND assignment != 'vector_add'").fetchone()[0] or 0.0  # fmt: skip
     hung = seconds["infinite_loop"]
     assert limit <= hung <= limit + 5, f"the infinite loop took {hung:.1f} s of grading for a {limit:g} s limit"
-    reported = run.results("infinite_loop")["execution_time"]
-    assert reported <= limit + 5, f"results.json says the infinite loop took {reported} s for a {limit:g} s limit"
+    # results.json adds up the student's assignments: the hang's own share is what is bounded.
+    reported = run.results("infinite_loop")["execution_time"] - others
+    assert reported <= limit + 5, f"results.json says the infinite loop took {reported:.1f} s for a {limit:g} s limit"
     slow = {s: round(t, 1) for s, t in seconds.items() if s != "infinite_loop" and t >= limit}
     assert not slow, f"the hang (or a time limit) reached other students: {slow}"
 

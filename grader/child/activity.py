@@ -74,6 +74,21 @@ def _in_harness(event, harness: str) -> bool:
     return any(a.name.startswith(harness) for a in _ancestors(event))
 
 
+def _harness_windows(events, harness: str) -> tuple[int | None, list[tuple[float, float]]]:
+    """The harness's thread and the times its ranges were open."""
+    ranges = [e for e in events if e.name == harness and e.device_type == DeviceType.CPU]
+    return (ranges[0].thread if ranges else None), [(e.time_range.start, e.time_range.end) for e in ranges]
+
+
+def _during(event, windows) -> bool:
+    """An op of another thread than the harness's that ran while a harness range was open. (A
+    student's thread timed to the reference's call would pass as the harness's: its work would
+    still have to reach the student's output, through the student's own call, which is judged.)"""
+    thread, spans = windows
+    start = event.time_range.start
+    return thread is not None and event.thread != thread and any(a <= start <= b for a, b in spans)
+
+
 def _top_op(event):
     """The outermost torch op that `event` ran inside (itself included), or None."""
     top = event if event.name.startswith("aten::") else None
@@ -87,18 +102,21 @@ def summarize(session: Session, excluded: Counter | None = None) -> Activity:
     """The student's ops and the kernels they ran, from one session's events. Ops inside the
     session's harness ranges are the harness's; `excluded` counts ops the interpreter ran for itself."""
     events, harness = session.events, session.harness
+    windows = _harness_windows(events, harness)
     ops: Counter = Counter()
     threads: dict[str, set] = {}
-    launchers: dict[int, str] = {}  # correlation id of a host launch call -> the student op that made it
+    launchers: dict[int, tuple[str, str]] = {}  # correlation id of a host launch call -> (the student op, the call)
     for event in events:
         if event.device_type != DeviceType.CPU or event.name.startswith(harness) or _in_harness(event, harness):
             continue
+        if _during(event, windows):
+            continue  # another thread working for the harness (autograd's engine runs a backward on its own)
         top = _top_op(event)
         if top is event:
             ops[event.name] += 1
             threads.setdefault(event.name, set()).add(event.thread)
         if not event.name.startswith("aten::"):  # a runtime call: remember who launched through it
-            launchers[event.id] = top.name if top is not None else ""
+            launchers[event.id] = (top.name if top is not None else "", event.name)
     for name, count in (excluded or Counter()).items():
         ops[name] -= min(count, ops[name])
     return Activity(
@@ -108,7 +126,7 @@ def summarize(session: Session, excluded: Counter | None = None) -> Activity:
     )
 
 
-def _kernels(events, launchers: dict[int, str], harness: str) -> list[KernelCount]:
+def _kernels(events, launchers: dict[int, tuple[str, str]], harness: str) -> list[KernelCount]:
     """The GPU's kernels with the student op that launched each ("" for none: Triton, a .cu, a
     library); the harness's own launches (inside its ranges) are left out."""
     harness_ids = {e.id for e in events if e.device_type == DeviceType.CPU and _in_harness(e, harness)}
@@ -118,5 +136,6 @@ def _kernels(events, launchers: dict[int, str], harness: str) -> list[KernelCoun
             continue
         if event.name.startswith("grader::"):
             continue  # the GPU's copy of a host range, not a kernel
-        counts[(event.name, launchers.get(event.id, ""))] += 1
-    return [KernelCount(name, n, op) for (name, op), n in sorted(counts.items())]
+        op, call = launchers.get(event.id, ("", ""))
+        counts[(event.name, op, call.startswith(("cudaGraphLaunch", "cuGraphLaunch")))] += 1
+    return [KernelCount(name, n, op, graph) for (name, op, graph), n in sorted(counts.items())]

@@ -47,7 +47,10 @@ _TAMPER_EVENTS = {
 }  # fmt: skip
 _FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_NATIVE_MODULES = {"cffi", "_cffi_backend", "numba", "llvmlite", "pycuda", "cuda"}  # native code from Python
+# Native code written in Python: foreign functions (cffi) and JIT compilers to machine code (numba,
+# llvmlite), and a CUDA driver binding taking host pointers (pycuda). CuPy and cuda-python stay
+# importable: what they run on the GPU, the GPU tier's profiler sees and judges.
+_NATIVE_MODULES = {"cffi", "_cffi_backend", "numba", "llvmlite", "pycuda"}
 
 
 @dataclass
@@ -67,6 +70,7 @@ class _State:
         self.refusals: list[Refusal] = []
         self.busy = threading.local()
         self.main = threading.main_thread().ident
+        self.library_codes: set = set()  # code that library code compiled and ran (a Triton binder)
 
 
 def _trusted_roots() -> tuple[str, ...]:
@@ -75,6 +79,20 @@ def _trusted_roots() -> tuple[str, ...]:
     paths.update(p for p in sys.path if p and os.path.isdir(p) and not p.startswith(("/tmp", "/dev")))
     paths.add(str(Path(__file__).resolve().parent.parent))
     return tuple(sorted({os.path.realpath(p) + os.sep for p in paths}))
+
+
+def _library_frame(state: _State, code) -> bool:
+    return code in state.library_codes or _is_library(state, code.co_filename)
+
+
+def _adopt(state: _State, code) -> None:
+    """Code that library code built at run time (exec of a string: a Triton binder, a dataclass
+    of the library's) counts as the library's, with every function nested in it."""
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        state.library_codes.add(current)
+        stack.extend(c for c in current.co_consts if hasattr(c, "co_code"))
 
 
 def _is_library(state: _State, filename: str) -> bool:
@@ -93,7 +111,7 @@ def _student_origin(state: _State, frame) -> tuple[bool, str]:
             return True, ""
         if frame.f_back is None and threading.get_ident() == state.main:
             return False, ""  # the bottom of the main thread: the harness's boot code
-        if not _is_library(state, code.co_filename):
+        if not _library_frame(state, code):
             return True, _line(frame)
         frame = frame.f_back
     # The bottom of the stack without meeting student code: the harness's own work, unless the
@@ -148,7 +166,16 @@ def _native_outside(state: _State, event: str, args: tuple) -> bool:
 
 
 def _compiles_under_a_trusted_name(state: _State, event: str, args: tuple) -> bool:
-    return event == "compile" and len(args) > 1 and isinstance(args[1], str) and _is_library(state, args[1])
+    """Code compiled under the name of a library file that is not that file's text: an import
+    compiles the file's own bytes (where no cached bytecode exists); anything else borrows a name."""
+    if event != "compile" or len(args) < 2 or not isinstance(args[1], str) or not _is_library(state, args[1]):
+        return False
+    source = args[0]
+    try:
+        text = Path(args[1]).read_bytes()
+    except OSError:
+        return True
+    return (source.encode() if isinstance(source, str) else source) != text
 
 
 def install(student_root: Path, sanctioned: set, boundary: set) -> tuple[Callable[[], list[Refusal]], Callable[[str], bool]]:
@@ -167,6 +194,14 @@ def install(student_root: Path, sanctioned: set, boundary: set) -> tuple[Callabl
     def hook(event: str, args: tuple) -> None:
         if getattr(state.busy, "on", False):
             return  # the hook's own frame walk raises events too
+        if event == "exec" and args and hasattr(args[0], "co_code"):
+            state.busy.on = True
+            try:
+                if not _student_origin(state, sys._getframe(1))[0]:
+                    _adopt(state, args[0])
+            finally:
+                state.busy.on = False
+            return
         verdict = judge(event, args)
         if verdict is None:
             return

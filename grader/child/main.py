@@ -62,12 +62,9 @@ def main(lifeline: str) -> None:
     if job.device == "cuda":
         _prepare_cuda(job.gpu_memory_gib)
     else:
-        try:
-            from grader.child import interpreter
-        except ImportError:
-            interpreter = None
-        if interpreter is not None:
-            interpreter.install()
+        from grader.child import interpreter
+
+        interpreter.install()
     import torch._dynamo  # noqa: F401 (torch imports it lazily at a dispatch mode's first use, writing a cache folder)
 
     from grader.child import guard, hooks, submission, worker
@@ -78,9 +75,11 @@ def main(lifeline: str) -> None:
     wrappers = hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
     changed = HarnessSnapshot.take().changed  # the bound method: rebinding `changed` later silences nothing
     sanctioned = guard.sanctioned_entries() | wrappers | {CudaEntry.__call__.__code__}
+    if job.device != "cuda":
+        sanctioned |= interpreter.sanctioned_entries()  # kernel.warmup() compiles for the GPU, as on one
     refusals, is_library = guard.install(root, sanctioned, {worker.call.__code__, submission.run_module.__code__})
     writer.send(Hello("ready"))
-    worker.Worker(job, writer.send, refusals, changed, is_library).run()
+    worker.Worker(job, writer.send, refusals, changed, is_library, _target_reports(job.device)).run()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: student atexit hooks cannot change what was sent
 
@@ -89,8 +88,21 @@ def _target_recorder(device: str):
     """On the CPU tier, each interpreted launch is also compiled for the GPU (gpu_target.py)."""
     if device == "cuda":
         return None
-    try:
-        from grader.child import gpu_target
-    except ImportError:
+    from grader.child import gpu_target
+
+    return gpu_target.record_launch
+
+
+def _target_reports(device: str):
+    """On the CPU tier, the GPU's verdict on each kernel launched since the last call, as messages."""
+    if device == "cuda":
         return None
-    return getattr(gpu_target, "record_launch", None)
+    from grader.child import gpu_target
+    from grader.messages import TargetReport
+
+    def reports() -> list[TargetReport]:
+        return [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit, r.tf32_dots,
+                             r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator)
+                for r in gpu_target.compile_all()]  # fmt: skip
+
+    return reports

@@ -87,14 +87,14 @@ def merge(first: Activity, second: Activity) -> Activity:
         threads[op.name] = max(threads.get(op.name, 0), op.threads)
     kernels: Counter = Counter()
     for kernel in first.kernels + second.kernels:
-        kernels[(kernel.name, kernel.op)] += kernel.count
+        kernels[(kernel.name, kernel.op, kernel.graph)] += kernel.count
     launches: Counter = Counter()
     for launch in first.launches + second.launches:
         launches[(launch.kernel, launch.file, launch.own)] += launch.count
     return Activity(
         ops=[OpCount(name, n, threads[name]) for name, n in sorted(ops.items())],
         launches=[LaunchCount(k, f, own, n) for (k, f, own), n in sorted(launches.items())],
-        kernels=[KernelCount(name, n, op) for (name, op), n in sorted(kernels.items())],
+        kernels=[KernelCount(name, n, op, graph) for (name, op, graph), n in sorted(kernels.items())],
         profiler_lost=first.profiler_lost or second.profiler_lost,
         refused=first.refused + second.refused,
         patched=sorted(set(first.patched + second.patched)),

@@ -24,7 +24,7 @@ from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
 from grader.messages import (Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
-                             Observation, Output, ProbeReport, Returned, Start, Task)  # fmt: skip
+                             Observation, Output, ProbeReport, Returned, Start, TargetReport, Task)  # fmt: skip
 from grader.spec import Assignment, Part, load_assignment
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
@@ -59,12 +59,16 @@ def classify(error: BaseException, root: Path) -> Failure:
         "can't allocate memory" in lowered
     ):
         reason = "out_of_memory"
-    elif type(error).__name__ in ("CompilationError", "InterpreterError", "OutOfResources"):
+    elif type(error).__name__ in ("CompilationError", "InterpreterError", "OutOfResources") or (
+        text.startswith("RuntimeError: Unsupported function referenced")  # Triton's JIT, finding a plain Python call
+    ):
         # Under TRITON_INTERPRET=1 a kernel body runs as Python, so what the compiler would
         # reject on a GPU surfaces as an InterpreterError when the kernel runs.
         reason = "compile_error"
     else:
         reason = "crash"
+    notes = "".join(f"\n{note}" for note in getattr(error, "__notes__", ()) if isinstance(note, str))
+    text += notes  # an autotuner's note names the config that failed
     fatal = any(marker in text for marker in FATAL_MARKERS)  # a dead CUDA context: go on in a fresh process
     return Failure(reason, f"{text[:2000]}\n{where}".rstrip(), fatal)
 
@@ -74,8 +78,10 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 class Worker:
-    def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable):
+    def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable,
+                 targets: Callable[[], list[TargetReport]] | None = None):  # fmt: skip
         self.job, self.send, self.refusals, self.changed = job, send, refusals, changed
+        self.targets = targets  # CPU tier: what the GPU would say of the kernels launched since the last look
         self.is_library = is_library
         self.assignment: Assignment = load_assignment(Path(job.assignment_dir))
         self.device = job.device
@@ -152,6 +158,8 @@ class Worker:
         seconds = _perf_counter() - started
         report = CaseReport(self.observe(task, "first", out, given, inputs, monitor), monitor.activity(),
                             calls=task.repeats, seconds=seconds)  # fmt: skip
+        if self.targets is not None:
+            report.activity.targets = self.targets()
         report.unstable = sum(_differs(out, other) for other in again)
         if report.observation.returned.kind == "tensor" and self.wants_followup(part, task):
             report.followup, followed = self.followup(part, task, out, given)
