@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from grader import report
 from grader.environment import DeviceError, resolve_device
@@ -62,15 +63,18 @@ def grade(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"--submission {args.submission}: no such directory")
     assignments = _assignments(args.assignment)
     device = resolve_device(args.device)
-    console.print(f"Grading [bold]{args.submission}[/] on the {'GPU' if device == 'cuda' else 'CPU'} tier: "
-                  f"{', '.join(a.name for a in assignments)}")  # fmt: skip
+    # A folder's name is whatever the student (or their archive) called it: printed as text, not markup.
+    tier = "GPU" if device == "cuda" else "CPU"
+    console.print(Text.assemble("Grading ", report.plain(args.submission, "bold"), f" on the {tier} tier: ",
+                                ", ".join(a.name for a in assignments)))  # fmt: skip
     with console.status("grading...") as status:
         settings = Settings(device=device, progress=lambda text: status.update(text))
         result = grade_submission(args.submission.resolve(), assignments, settings)
-    report.print_table(result, console)
+    # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)
     report.write_html(result, args.html)
-    console.print(f"Report: {args.html}   results.json: {args.json}")
+    report.print_table(result, console)
+    console.print(report.plain(f"Report: {args.html}   results.json: {args.json}"))
     return 0
 
 
@@ -130,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR if stop.code else 0
     try:
         return COMMANDS[args.command](args, console)
-    except (UsageError, DeviceError) as error:
-        console.print(f"[red]error:[/] {error}")
+    except (UsageError, DeviceError) as error:  # may name a student's archive or its entries
+        console.print(Text.assemble(("error:", "red"), " ", report.plain(error)))
         return USAGE_ERROR
     except SpecError as error:
-        console.print(f"[red]assignment.toml error:[/] {error}")
+        console.print(Text.assemble(("assignment.toml error:", "red"), " ", report.plain(error)))
         return GRADER_FAULT
     except Exception:
         traceback.print_exc(file=sys.stderr)

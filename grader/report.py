@@ -10,10 +10,13 @@ from collections import Counter
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from grader.results import Grade, TestResult, possible, summary_line
+from grader.text import printable
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -82,11 +85,17 @@ def _points(tests: list[TestResult]) -> str:
     return f"{sum(t.score for t in tests):.2f}/{possible(tests):.2f}"
 
 
+def plain(text: object, style: str = "") -> Text:
+    """Text for Rich that is printed as it reads: a `Text` is never parsed as markup, so a student's
+    `[/]` cannot make Rich raise, and printable() leaves no escape sequence for the terminal."""
+    return Text(printable(text), style=style)
+
+
 def print_table(grade: Grade, console: Console | None = None) -> None:
     """One row per part and kind of test (load rows only when a file failed to load), then each
     part's first failure in one line: enough to know what to fix; the HTML report has the rest."""
     console = console or Console()
-    table = Table(title=f"Grades for {grade.submission}")
+    table = Table(title=plain(f"Grades for {grade.submission}"))
     for column in ("assignment", "part", "check", "passed", "reasons", "points"):
         table.add_column(column, justify="right" if column in ("passed", "points") else "left")
     first_failures = []
@@ -97,24 +106,33 @@ def print_table(grade: Grade, console: Console | None = None) -> None:
             first_failures.append(failed[0])
         if kind == "build" and status == "passed":
             continue
-        passed = f"[{COLOURS[status]}]{sum(t.passed for t in tests)}/{len(tests)}[/]"
-        table.add_row(assignment, part, CHECKS[kind], passed, _reasons(tests), _points(tests))
+        passed = plain(f"{sum(t.passed for t in tests)}/{len(tests)}", COLOURS[status])
+        table.add_row(*map(plain, (assignment, part, CHECKS[kind])), passed, plain(_reasons(tests)), _points(tests))
     console.print(table)
     for test in first_failures:  # the first thing to fix in each part
-        first_line = test.output.strip().splitlines()[0] if test.output.strip() else ""
-        console.print(f"[red]{test.reason}[/] {test.name}: {first_line[:200]}", highlight=False)
-    console.print(summary_line(grade))
+        lines = printable(test.output).strip().splitlines() or [""]
+        console.print(Text.assemble(plain(test.reason, "red"), " ", plain(test.name), ": ", printable(lines[0], 200)),
+                      highlight=False)  # fmt: skip
+    console.print(summary_line(grade), markup=False)
 
 
-def _environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
+def _finalize(value: object) -> object:
+    """Every `{{ ... }}` passes here before autoescaping: what a student wrote shows as its
+    characters, with no control or bidi character to hide or reorder it in the browser."""
+    return value if isinstance(value, Markup) else printable(value)
+
+
+def templates() -> Environment:
+    """The Jinja2 environment of every HTML page (this report and the class summary)."""
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]),
+                      finalize=_finalize)  # fmt: skip
     env.filters["status"] = status_of
     env.filters["possible"] = possible
     return env
 
 
 def render_html(grade: Grade) -> str:
-    template = _environment().get_template("report.html.j2")
+    template = templates().get_template("report.html.j2")
     return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade))
 
 

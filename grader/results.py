@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.text import printable
+
 REASONS = (
     "ok", "not_implemented", "missing_file", "syntax_error", "import_error", "missing_entry_point",
     "compile_error", "wrong_shape", "wrong_dtype", "wrong_result", "nan_or_inf", "unwritten_output",
@@ -84,9 +86,12 @@ class Grade:
 
 
 def _clean(value):
-    """JSON has no NaN or Inf: they become strings, so the file stays valid."""
+    """JSON has no NaN or Inf: they become strings, so the file stays valid. Strings are made
+    printable: a metric can carry what the student chose (a kernel's name, a message)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str):
+        return printable(value)
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -95,18 +100,20 @@ def _clean(value):
 
 
 def gradescope(grade: Grade) -> dict:
+    """Gradescope shows `name` and `output` to students and TAs as they are: printable() keeps
+    whatever the submission printed or raised from carrying control or bidi characters there."""
     numbers: dict[str, int] = {}
     tests = []
     for test in grade.tests:
         group = numbers.setdefault(test.assignment, len(numbers) + 1)
         index = sum(1 for t in tests if t["extra_data"]["assignment"] == test.assignment) + 1
         tests.append({
-            "name": test.name,
+            "name": printable(test.name),
             "number": f"{group}.{index}",
             "score": round(test.score, 4),
             "max_score": round(test.max_score, 4),
             "status": "passed" if test.passed else "failed",
-            "output": test.output if test.graded else f"Not graded here. {test.output}",
+            "output": printable(test.output if test.graded else f"Not graded here. {test.output}"),
             "tags": [test.assignment, test.part, test.kind, test.reason, *(["bonus"] if test.bonus else [])],
             "visibility": "visible",
             "extra_data": _clean({"assignment": test.assignment, "part": test.part, "kind": test.kind,

@@ -14,7 +14,6 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from rich.console import Console
 from rich.table import Table
 
@@ -22,6 +21,7 @@ from grader import intake, report
 from grader.gradebook import Entry
 from grader.results import Grade, possible, write_json
 from grader.spec import REPO_ROOT, Assignment
+from grader.text import csv_cell
 
 # Reasons a person should look at: the code broke the process or the rules, not just the numbers.
 REVIEW_REASONS = (
@@ -47,7 +47,7 @@ def write_outputs(out: Path, students: dict[str, list[Entry]], problems: dict[st
         report.write_html(grade, out / student / "report.html")
     write_grades_csv(out / "grades.csv", grades, assignments)
     page = class_summary(grades, students, problems, assignments)
-    (out / "summary.html").write_text(_templates().get_template("summary.html.j2").render(**page))
+    (out / "summary.html").write_text(report.templates().get_template("summary.html.j2").render(**page))
     return grades
 
 
@@ -62,7 +62,8 @@ def write_grades_csv(path: Path, grades: dict[str, Grade], assignments: list[Ass
         writer.writerow(["student", *(a.name for a in assignments), "total"])
         for student, grade in grades.items():
             points = scores(grade, assignments)
-            writer.writerow([student, *(round(p, 4) for p in points), round(sum(points), 4)])
+            # The name is the one cell a student chose: it must open as text, never run as a formula.
+            writer.writerow([csv_cell(student), *(round(p, 4) for p in points), round(sum(points), 4)])
 
 
 def class_summary(grades: dict[str, Grade], students: dict[str, list[Entry]], problems: dict[str, str],
@@ -164,10 +165,6 @@ def identical(students: dict[str, list[Entry]], assignments: list[Assignment]) -
     return notes
 
 
-def _templates() -> Environment:
-    return Environment(loader=FileSystemLoader(report.TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
-
-
 def print_class_table(grades: dict[str, Grade], assignments: list[Assignment], console: Console) -> None:
     table = Table(title=f"Class grades ({len(grades)} students)")
     table.add_column("student")
@@ -178,5 +175,5 @@ def print_class_table(grades: dict[str, Grade], assignments: list[Assignment], c
     for student, grade in grades.items():
         points = scores(grade, assignments)
         total = f"[bold]{sum(points):.2f}[/]"
-        table.add_row(student, *(f"{p:.2f}" for p in points), total, f"{grade.graded_max_score:.2f}")
+        table.add_row(report.plain(student), *(f"{p:.2f}" for p in points), total, f"{grade.graded_max_score:.2f}")
     console.print(table)

@@ -1,23 +1,30 @@
 """The HTML report and the terminal table, rendered from results made up here (a GPU run's
-speed results included, so their part of the template is exercised without a GPU)."""
+speed results included, so their part of the template is exercised without a GPU); then the same
+outputs, grades.csv and the real CLI fed what a hostile submission prints or raises."""
 
 from __future__ import annotations
 
+import csv
 import io
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
 
 import torch
 from rich.console import Console
 
-from grader import judging, report
+from grader import judging, report, summary
+from grader.messages import Activity, BenchReport, Timings
 from grader.numerics import judge
-from grader.results import Grade, TestResult
-from grader.spec import Tolerance
+from grader.results import Grade, TestResult, write_json
+from grader.spec import REPO_ROOT, Tolerance, load_assignments
 
 
 def _speed(name: str, traffic: dict, student_ms: float, baseline_ms: float) -> TestResult:
-    samples = {"student": {"event_ms": [student_ms] * 20, "hidden_ms": [0.02] * 20},
-               "baseline": {"event_ms": [baseline_ms] * 20, "hidden_ms": [0.02] * 20}}  # fmt: skip
-    metrics = judging.speed_metrics({"samples": samples, "copy_gbps": 4100.0}, traffic)
+    bench = BenchReport(Timings([student_ms] * 20, [0.02] * 20), Timings([baseline_ms] * 20, [0.02] * 20),
+                        Activity(), copy_gbps=4100.0)  # fmt: skip
+    metrics = judging.speed_metrics(bench, traffic)
     return TestResult("demo", name, "performance", f"demo/{name}: speed", "ok", 1.0, 1.0, "fast", metrics)
 
 
@@ -53,3 +60,96 @@ def test_terminal_table_groups_by_part_and_names_the_first_failure():
     assert "wrong_result" in text and "demo/rows: float32 37x1000" in text
     assert "numerics" in text and "speed" in text
     assert "1.00 points need a GPU" in text
+
+
+# What a submission can put in an exception message or on stdout to attack whoever reads it.
+HOSTILE = {
+    "closing tag": "[/]",
+    "fake style": "[bold red]fake[/]",
+    "clear screen": "\x1b[2J",
+    "clipboard write": "\x1b]52;c;ZXZpbA==\x07",
+    "fake score": "\x1b[32mScore 100/100\x1b[0m",
+    "carriage return": "Score 0/100\rScore 100/100",
+    "NUL": "a\x00b",
+    "bidi override": "grade: \u202edeliaf",
+    "script": "<script>alert(1)</script>",
+    "lone surrogate": "a\ud800b",
+}  # fmt: skip
+STUDENT_ONLY = ["\x1b[2J", "\x1b]52", "\x1b[32mScore", "\x07", "\x00", "\r", "\u202e", "\ud800"]
+
+
+def _hostile_grade() -> Grade:
+    """One part per nasty string, so each is some part's first failure and reaches the terminal."""
+    tests = [TestResult("demo", f"p{i}", "correctness", f"demo/p{i}: {text}", "crash", 0.0, 1.0,
+                        f"{text} raised here\nTraceback line {text}")
+             for i, text in enumerate(HOSTILE.values())]  # fmt: skip
+    tests.append(TestResult("demo", "load", "build", "demo/load", "import_error", 0.0, 0.0, " ".join(HOSTILE.values())))
+    return Grade("[/]\x1b[2Jevil", tests, {"device": "cpu", "tier": "CPU", "note": "\x1b[2J"}, 1.0)
+
+
+def test_student_text_reaches_the_terminal_as_text_not_markup_or_escapes():
+    out = io.StringIO()
+    console = Console(record=True, file=out, force_terminal=True, width=200)
+    report.print_table(_hostile_grade(), console)  # a MarkupError here once cost the student results.json
+    raw, shown = out.getvalue(), console.export_text()
+    for sequence in STUDENT_ONLY:
+        assert sequence not in raw, f"{sequence!r} reached the terminal"
+    assert "[bold red]fake[/] raised here" in shown, "markup is printed as the characters the student wrote"
+    assert "crash demo/p0: [/]: [/] raised here" in shown and "Grades for [/]evil" in shown
+
+
+def test_student_text_in_results_json_is_printable_and_valid(tmp_path):
+    path = tmp_path / "results.json"
+    write_json(_hostile_grade(), path)
+    results = json.loads(path.read_text())
+    texts = [t[key] for t in results["tests"] for key in ("name", "output")] + [results["extra_data"]["submission"]]
+    assert any("[bold red]fake[/]" in text for text in texts) and any("Score 100/100" in text for text in texts)
+    for text in texts:
+        assert not any(sequence in text for sequence in STUDENT_ONLY), repr(text)
+
+
+def test_student_text_in_the_html_is_escaped_and_printable(tmp_path):
+    report.write_html(_hostile_grade(), tmp_path / "report.html")  # a lone surrogate cannot be written as UTF-8
+    html = (tmp_path / "report.html").read_text()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert not any(sequence in html for sequence in STUDENT_ONLY)
+
+
+def test_a_student_name_opens_in_a_spreadsheet_as_text(tmp_path):
+    names = ['=HYPERLINK("http://x")', "+1", "alice"]
+    path = tmp_path / "grades.csv"
+    summary.write_grades_csv(path, {name: _hostile_grade() for name in names}, [SimpleNamespace(name="demo")])
+    with path.open(newline="") as file:
+        cells = [row[0] for row in csv.reader(file)][1:]
+    assert cells == ["'" + names[0], "'+1", "alice"], "a leading quote makes a spreadsheet read the cell as text"
+
+
+def test_a_hostile_archive_name_is_text_in_the_class_page_and_table(tmp_path):
+    student, problem = "[/]\x1b[2Jmallory", "evil.zip was not unpacked: entry '<script>x</script>\x1b]52;c;eA==\x07'"
+    assignments = load_assignments(["vector_add"])
+    summary.write_outputs(tmp_path, {student: []}, {student: problem}, assignments)
+    page = (tmp_path / "summary.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
+    assert not any(sequence in page for sequence in STUDENT_ONLY)
+    out = io.StringIO()
+    summary.print_class_table({student: _hostile_grade()}, assignments, Console(file=out, force_terminal=True))
+    assert "[/]mallory" in out.getvalue() and "\x1b[2J" not in out.getvalue()
+
+
+def test_grade_survives_a_submission_that_raises_markup_and_escapes(tmp_path):
+    """The real CLI, on a vector_add.py whose import raises with Rich markup and terminal escapes
+    (written raw into the source, so the traceback's source line carries them too)."""
+    (tmp_path / "sub" / "vector_add").mkdir(parents=True)
+    (tmp_path / "sub" / "vector_add" / "vector_add.py").write_text(
+        'raise RuntimeError("[/] \x1b[2J \x1b]52;c;ZXZpbA==\x07 \x1b[32mScore 100/100")\n')
+    out_json, out_html = tmp_path / "results.json", tmp_path / "report.html"
+    argv = ["grade", "--submission", str(tmp_path / "sub"), "--assignment", "vector_add",
+            "--json", str(out_json), "--html", str(out_html), "--device", "cpu"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "grader", *argv], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    outputs = [t["output"] for t in json.loads(out_json.read_text())["tests"]]
+    assert any("raised RuntimeError" in o and "[/]" in o for o in outputs), outputs
+    assert not any(sequence in o for o in outputs for sequence in STUDENT_ONLY)
+    assert "[/]" in done.stdout, "the first failure is printed, markup as text"
+    assert not any(sequence in done.stdout + done.stderr for sequence in STUDENT_ONLY)
