@@ -1,7 +1,9 @@
 """Every correctness case is strong: zeros, the unchanged input and a bfloat16 downcast all fail it.
 
 A case that a lazy or lossy answer passes grades nothing; this runs the fakes through the very
-judge the grader uses, with each case's own inputs and tolerance.
+judge the grader uses, with each case's own inputs and tolerance. Each case is checked where it
+is graded: the CPU tier's cases on the CPU, the GPU tier's large ones on the GPU (`make test-gpu`),
+where their references take milliseconds instead of the minutes a CPU spends on them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import requires_gpu
 from grader import cases
 from grader.numerics import judge
 from grader.spec import load_assignments
@@ -22,11 +25,14 @@ def _each_case():
     for assignment in load_assignments():
         for part in assignment.parts:
             for index, case in enumerate(part.cases):
-                yield pytest.param(assignment, part, case, id=f"{assignment.name}/{part.name}/{index}:{case.label}")
+                on_gpu = case.tier == "gpu"
+                yield pytest.param(assignment, part, case, "cuda" if on_gpu else "cpu",
+                                   marks=[pytest.mark.gpu, requires_gpu] if on_gpu else [],
+                                   id=f"{assignment.name}/{part.name}/{index}:{case.label}")  # fmt: skip
 
 
 def _fakes(inputs: dict, reference: torch.Tensor, dtype: torch.dtype) -> dict:
-    fakes = {"zeros": torch.zeros(reference.shape, dtype=dtype)}
+    fakes = {"zeros": torch.zeros(reference.shape, dtype=dtype, device=reference.device)}
     tensors = list(cases.tensors(inputs).values())
     same_shape = [t for t in tensors if t.shape == reference.shape]
     if same_shape:
@@ -41,10 +47,10 @@ def _fakes(inputs: dict, reference: torch.Tensor, dtype: torch.dtype) -> dict:
     return fakes
 
 
-@pytest.mark.parametrize("assignment, part, case", _all_cases())
-def test_case_rejects_lazy_and_lossy_answers(assignment, part, case):
+@pytest.mark.parametrize("assignment, part, case, device", _all_cases())
+def test_case_rejects_lazy_and_lossy_answers(assignment, part, case, device):
     seed = cases.seed_for(assignment, part, "case", 0)
-    inputs = cases.make_inputs(assignment, part, case, seed, "cpu")
+    inputs = cases.make_inputs(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
     dtype = cases.DTYPES[case.dtype]
     tolerance = part.tolerance_for(case.dtype)
