@@ -21,6 +21,7 @@ import torch
 from distributed import Client, Nanny, Scheduler, SpecCluster, as_completed
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 import grader
 from grader import intake, summary
@@ -28,12 +29,17 @@ from grader.environment import DeviceError, describe, resolve_device
 from grader.gradebook import Entry, Gradebook, Key
 from grader.grading import Settings, grade_assignment
 from grader.intake import Submission
+from grader.report import plain
 from grader.results import TestResult
 from grader.spec import Assignment, assignment_names
 
 CPU_WORKERS = 2  # each grading runs a child process of its own: two keep a small machine busy
 STAGING = ".unpacked"  # under --out: archives unpacked where a cluster's workers can read them too
 GRADEBOOK = "gradebook.sqlite"
+CLASS_FILES = ("grades.csv", "summary.html")  # what summary.write_outputs writes beside the students
+# Everything the batch writes at the top of --out beside a folder per student (sqlite keeps its journal
+# beside the gradebook): intake refuses a student of one of these names, whose folder would collide.
+OUTPUT_NAMES = (STAGING, GRADEBOOK, f"{GRADEBOOK}-journal", *CLASS_FILES)
 WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first worker (a Slurm queue)
 
 
@@ -187,7 +193,7 @@ def resume(tasks: list[Task], book: Gradebook, device: str, regrade: bool) -> tu
     pending = []
     for task in tasks:
         entry = None if regrade else book.lookup(task.key, device)
-        if entry is None and task.submission.folder is None:  # a refused archive: nothing to run
+        if entry is None and task.submission.folder is None:  # a refused submission: nothing to run
             tests = refused_tests(task.assignment, task.submission.problem, device)
             machine = {"device": device, "tier": "none: the archive was refused", "grader_version": grader.__version__}
             entry = book.record(task.key, device, tests, machine, 0.0)
@@ -230,7 +236,7 @@ def run(options: Options, console: Console) -> int:
         console.print("[yellow]warning:[/] no GRADER_SALT or GRADER_SALT_FILE: inputs use the published seeds, "
                       "which students can reproduce")  # fmt: skip
     options.out.mkdir(parents=True, exist_ok=True)
-    submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names())
+    submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
     tasks = plan(submissions, options.assignments)
     engine = Engine(options)
     if engine.shares_gpus:
@@ -252,6 +258,7 @@ def run(options: Options, console: Console) -> int:
     grades = summary.write_outputs(options.out, students, problems, options.assignments)
     summary.print_class_table(grades, options.assignments, console)
     for fault in faults:
-        console.print(f"[red]grader fault (nothing recorded; a rerun retries it):[/] {fault}")
-    console.print(f"Class summary: {options.out / 'summary.html'}   grades: {options.out / 'grades.csv'}")
+        # A fault names the student's folder, which the student named: text, never markup.
+        console.print(Text.assemble(("grader fault (nothing recorded; a rerun retries it):", "red"), " ", plain(fault)))
+    console.print(plain(f"Class summary: {options.out / 'summary.html'}   grades: {options.out / 'grades.csv'}"))
     return 1 if faults else 0

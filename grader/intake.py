@@ -1,10 +1,11 @@
 """A class's submissions, found in one folder: a folder or an archive per student, or a Gradescope export.
 
-Archives come from students, so they are unpacked as hostile input: every entry must stay inside
-its folder (no absolute paths, no `..`), links and device files are refused rather than followed,
-and the file count and the bytes actually written are capped, so a zip bomb stops at the cap
-instead of filling the disk. A bad archive costs its student only: the submission comes back with
-a `problem` that the batch turns into `missing_file` tests naming it.
+Archives are unpacked as hostile input (grader/archives.py). Names are hostile too: each entry
+names its student, whose folder the batch writes beside its own files, so a name that is no safe
+folder name (empty, hidden, holding a separator or a control character), one the caller reserves
+(the batch's grades.csv), or one that two entries share is refused. Either way a bad entry costs
+its student only: the submission comes back with a `problem` that the batch turns into
+`missing_file` tests naming it, under a student id of its own, and the rest of the class is graded.
 """
 
 from __future__ import annotations
@@ -12,43 +13,47 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import stat
-import tarfile
-import zipfile
+import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Callable, Iterator
+from pathlib import Path
 
 import yaml  # installed with dask, which the batch needs anyway
 
+from grader.archives import IGNORED, ArchiveError, unpack
 from grader.isolation import graded_files
 
-MAX_BYTES = 50 * 2**20  # a kernel submission is a few kilobytes of source; this leaves room for data files
-MAX_FILES = 2000
-ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+# What a student may hand in besides a folder; the content, not the suffix, says how it is read.
+ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 GRADESCOPE_METADATA = "submission_metadata.yml"
-IGNORED = {"__MACOSX", "__pycache__"}  # what zip tools and Python leave behind, never a student's work
+REFUSED_PREFIX = "archive:"  # the hash of a refused submission: summary.identical leaves these out
+MAX_NAME = 128  # characters of a student id: a folder name may have 255, and a Gradescope group more
+UNSAFE_NAMES = [  # (test on a name as found, why it cannot name a folder)
+    (lambda name: not _clean(name), "is empty once made a safe folder name"),
+    (lambda name: name.strip().startswith("."), "starts with a dot, which hides a folder"),
+    (lambda name: "/" in name or "\\" in name, "holds a path separator"),
+    (lambda name: any(unicodedata.category(c) == "Cc" for c in name), "holds a control character"),
+]
 
 
 class IntakeError(ValueError):
     """The submissions folder itself is unusable (a usage error, not one student's problem)."""
 
 
-class ArchiveError(ValueError):
-    """One student's archive is unreadable or hostile; the message says which entry and why."""
-
-
 @dataclass(frozen=True)
 class Submission:
     student: str
     source: Path  # what the student handed in: a folder or an archive
-    folder: Path | None  # laid out like starter/; None when the archive was refused
+    folder: Path | None  # laid out like starter/; None when the submission was refused
     problem: str = ""  # why it was refused
 
     def content_hash(self, assignment: str) -> str:
         """sha256 over the assignment folder's files (paths and bytes, in sorted order)."""
-        if self.folder is None:  # nothing was unpacked: the archive itself is the submission
-            return "archive:" + _file_hash(self.source)
+        if self.folder is None:  # refused: the verdict follows what was handed in and why
+            digest = hashlib.sha256(self.problem.encode() + b"\0")
+            if self.source.is_file():
+                digest.update(_file_hash(self.source).encode())
+            return REFUSED_PREFIX + digest.hexdigest()
         digest = hashlib.sha256()
         root = self.folder / assignment
         for path in graded_files(root):
@@ -62,10 +67,13 @@ def _file_hash(path: Path) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
+def _clean(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9@+._-]+", "_", text.strip()).lstrip("._+-@")
+
+
 def student_name(text: str) -> str:
     """A name that is safe as a folder name and a CSV cell: no separators, no leading dot or formula sign."""
-    name = re.sub(r"[^A-Za-z0-9@+._-]+", "_", text.strip()).lstrip("._+-@")
-    return name or "unnamed"
+    return _clean(text) or "unnamed"
 
 
 def archive_stem(path: Path) -> str:
@@ -74,21 +82,44 @@ def archive_stem(path: Path) -> str:
     return name[: len(name) - len(suffix)]
 
 
-def collect(directory: Path, staging: Path, assignments: list[str]) -> list[Submission]:
-    """Every student's submission in `directory`, archives unpacked under `staging`."""
+@dataclass(frozen=True)
+class _Claim:
+    """An entry of the submissions folder, and the name it gives its student."""
+
+    source: Path
+    name: str  # as found: the folder's name, the archive's stem, or the submitters in Gradescope's metadata
+
+    @property
+    def student(self) -> str:
+        student = student_name(self.name)
+        return student if len(student) <= MAX_NAME else self.own_id()
+
+    def own_id(self) -> str:
+        """An id nobody else has: student_name never writes '~', and entries of one folder differ in name."""
+        digest = hashlib.sha256(self.source.name.encode()).hexdigest()[:16]
+        return f"{student_name(self.name)[:64]}~{digest}"
+
+
+def collect(directory: Path, staging: Path, assignments: list[str], reserved: Collection[str] = ()) -> list[Submission]:
+    """Every student's submission in `directory`, archives unpacked under `staging`.
+
+    `reserved` names what the caller writes beside the students' folders (the batch's grades.csv):
+    a student of one of those names is refused, as are unsafe names and entries that share a student.
+    """
     if (directory / GRADESCOPE_METADATA).is_file():
-        found = _gradescope(directory, assignments)
+        claims = _gradescope(directory)
     else:
-        found = [_one(entry, staging, assignments) for entry in sorted(directory.iterdir()) if _candidate(entry)]
-    seen: dict[str, Path] = {}
-    for submission in found:
-        if submission.student in seen:
-            raise IntakeError(f"two submissions for student '{submission.student}': "
-                              f"{seen[submission.student].name} and {submission.source.name}")  # fmt: skip
-        seen[submission.student] = submission.source
-    if not found:
+        claims = [_Claim(entry, entry.name if entry.is_dir() else archive_stem(entry))
+                  for entry in sorted(directory.iterdir()) if _candidate(entry)]  # fmt: skip
+    if not claims:
         raise IntakeError(f"{directory}: no submissions (expected a folder, .zip or .tar.gz per student)")
-    return found
+    problems = _name_problems(claims, reserved)
+    return [
+        Submission(claim.own_id(), claim.source, None, problems[claim.source])
+        if claim.source in problems
+        else _accept(claim, staging, assignments)
+        for claim in claims
+    ]
 
 
 def _candidate(entry: Path) -> bool:
@@ -97,18 +128,40 @@ def _candidate(entry: Path) -> bool:
     return entry.is_dir() or entry.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def _one(entry: Path, staging: Path, assignments: list[str]) -> Submission:
-    if entry.is_dir():
-        return Submission(student_name(entry.name), entry, submission_root(entry, assignments))
-    student = student_name(archive_stem(entry))
-    target = staging / student
+def _name_problems(claims: list[_Claim], reserved: Collection[str]) -> dict[Path, str]:
+    """Why each refused entry's name cannot be its student's; entries not named here are accepted."""
+    problems = {c.source: f"{c.source.name!r} was not graded: its student name {c.name!r} {why}; rename it"
+                for c in claims if (why := _unsafe(c.name, reserved))}  # fmt: skip
+    owners: dict[str, list[_Claim]] = {}
+    for claim in claims:  # case folded: a TA's laptop may not tell Bob's folder from bob's
+        if claim.source not in problems:
+            owners.setdefault(student_name(claim.name).casefold(), []).append(claim)
+    for group in (group for group in owners.values() if len(group) > 1):
+        for claim in group:
+            others = " and ".join(repr(other.source.name) for other in group if other is not claim)
+            problems[claim.source] = (f"{claim.source.name!r} was not graded: it and {others} name the same "
+                                      f"student {student_name(claim.name)!r}; rename all but one")  # fmt: skip
+    return problems
+
+
+def _unsafe(name: str, reserved: Collection[str]) -> str:
+    """Why `name` cannot name a student's folder beside the caller's own files, or ''."""
+    why = next((why for unsafe, why in UNSAFE_NAMES if unsafe(name)), "")
+    taken = next((r for r in reserved if r.casefold() == student_name(name).casefold()), None)
+    return why or (f"is taken by the batch's own {taken!r} beside the students' folders" if taken else "")
+
+
+def _accept(claim: _Claim, staging: Path, assignments: list[str]) -> Submission:
+    if claim.source.is_dir():
+        return Submission(claim.student, claim.source, submission_root(claim.source, assignments))
+    target = staging / claim.student
     shutil.rmtree(target, ignore_errors=True)  # a rerun unpacks afresh: the archive may have changed
     try:
-        unpack(entry, target)
+        unpack(claim.source, target)
     except ArchiveError as error:
         shutil.rmtree(target, ignore_errors=True)
-        return Submission(student, entry, None, f"{entry.name} was not unpacked: {error}")
-    return Submission(student, entry, submission_root(target, assignments))
+        return Submission(claim.student, claim.source, None, f"{claim.source.name} was not unpacked: {error}")
+    return Submission(claim.student, claim.source, submission_root(target, assignments))
 
 
 def submission_root(folder: Path, assignments: list[str]) -> Path:
@@ -123,7 +176,7 @@ def submission_root(folder: Path, assignments: list[str]) -> Path:
     return folder
 
 
-def _gradescope(directory: Path, assignments: list[str]) -> list[Submission]:
+def _gradescope(directory: Path) -> list[_Claim]:
     """A Gradescope export: `submission_<id>/` folders, named by their submitters in the metadata."""
     metadata = _gradescope_metadata(directory / GRADESCOPE_METADATA)
     found = []
@@ -131,7 +184,7 @@ def _gradescope(directory: Path, assignments: list[str]) -> list[Submission]:
         submitters = metadata.get(folder.name, {}).get(":submitters") or []
         ids = [s.get(":email") or s.get(":sid") or s.get(":name") for s in submitters if isinstance(s, dict)]
         name = "+".join(str(i) for i in ids if i) or folder.name  # a group submission names every member
-        found.append(Submission(student_name(name), folder, submission_root(folder, assignments)))
+        found.append(_Claim(folder, name))
     return found
 
 
@@ -151,91 +204,3 @@ def _gradescope_metadata(path: Path) -> dict:
     if not isinstance(data, dict):
         raise IntakeError(f"{path}: expected a mapping of submission folders to their metadata")
     return {str(k): v for k, v in data.items() if isinstance(v, dict)}
-
-
-# --- Unpacking ---------------------------------------------------------------------------------
-
-@dataclass
-class _Entry:
-    name: str
-    kind: str  # "file", "dir", "link" or "special"
-    size: int  # as the archive declares it; the bytes written are counted again
-    open: Callable[[], BinaryIO]
-
-
-def _zip_entries(archive: zipfile.ZipFile) -> Iterator[_Entry]:
-    for info in archive.infolist():
-        mode = info.external_attr >> 16  # the Unix mode, for archives made on Unix
-        kind = "link" if stat.S_ISLNK(mode) else "dir" if info.is_dir() else "file"
-        yield _Entry(info.filename, kind, info.file_size, lambda info=info: archive.open(info))
-
-
-def _tar_entries(archive: tarfile.TarFile) -> Iterator[_Entry]:
-    for member in archive:  # one header at a time: a bomb is stopped before it is all read
-        if member.issym() or member.islnk():
-            kind = "link"
-        else:
-            kind = "file" if member.isreg() else "dir" if member.isdir() else "special"
-        yield _Entry(member.name, kind, member.size, lambda member=member: archive.extractfile(member))
-
-
-def unpack(archive: Path, target: Path) -> None:
-    """Unpack a student's .zip or .tar(.gz) into `target`, refusing anything unsafe (ArchiveError)."""
-    try:
-        if archive.name.lower().endswith(".zip"):
-            with zipfile.ZipFile(archive) as opened:
-                _write_entries(_zip_entries(opened), target)
-        else:
-            with tarfile.open(archive, "r:*") as opened:
-                _write_entries(_tar_entries(opened), target)
-    except ArchiveError:
-        raise
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, RuntimeError, ValueError) as error:
-        raise ArchiveError(f"it cannot be read as an archive ({type(error).__name__}: {error})") from None
-
-
-def _write_entries(entries: Iterator[_Entry], target: Path) -> None:
-    target.mkdir(parents=True, exist_ok=True)
-    files = written = 0
-    for entry in entries:
-        path = _inside(target, entry.name)
-        if entry.kind in ("link", "special"):
-            what = "a link" if entry.kind == "link" else "a device or pipe"
-            raise ArchiveError(f"entry '{entry.name}' is {what}; a submission may hold only files and folders")
-        if path is None or entry.kind == "dir":
-            (path or target).mkdir(parents=True, exist_ok=True)
-            continue
-        files += 1
-        if files > MAX_FILES:
-            raise ArchiveError(f"it holds more than {MAX_FILES} files")
-        if written + entry.size > MAX_BYTES:
-            raise ArchiveError(f"it unpacks to more than {MAX_BYTES // 2**20} MiB (at entry '{entry.name}')")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        written = _copy_capped(entry, path, written)
-
-
-def _inside(target: Path, name: str) -> Path | None:
-    """Where an entry lands, or ArchiveError when its name would leave `target`."""
-    pure = PurePosixPath(name.replace("\\", "/"))
-    if pure.is_absolute() or ".." in pure.parts or re.match(r"^[A-Za-z]:", name):
-        raise ArchiveError(f"entry '{name}' points outside the submission folder")
-    parts = [p for p in pure.parts if p not in ("", ".")]
-    if not parts:
-        return None
-    if any(p in IGNORED for p in parts):
-        return None  # treated like a folder and left empty: macOS resource forks are not code
-    path = target.joinpath(*parts)
-    if not path.resolve().is_relative_to(target.resolve()):
-        raise ArchiveError(f"entry '{name}' points outside the submission folder")
-    return path
-
-
-def _copy_capped(entry: _Entry, path: Path, written: int) -> int:
-    # The declared size may lie (a crafted header): count what is actually decompressed.
-    with entry.open() as source, path.open("wb") as destination:
-        while chunk := source.read(1 << 20):
-            written += len(chunk)
-            if written > MAX_BYTES:
-                raise ArchiveError(f"it unpacks to more than {MAX_BYTES // 2**20} MiB (at entry '{entry.name}')")
-            destination.write(chunk)
-    return written
