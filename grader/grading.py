@@ -45,8 +45,8 @@ class _Budget:
         return self.deadline - time.monotonic()
 
 
-def _failure(reason: str, message: str) -> TaskResult:
-    return TaskResult(Failure(reason, message))
+def _failure(reason: str, message: str, died: bool = False) -> TaskResult:
+    return TaskResult(Failure(reason, message), died=died)
 
 
 def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
@@ -80,7 +80,7 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget)
             for task in pending:
                 results[task.id] = _failure(reason, message)
             break
-        results[in_flight] = _failure(reason, message)
+        results[in_flight] = _failure(reason, message, died=True)
         # A bug that kills the process would kill every later call of that part too: one child, not one per case.
         dead_part = next(t.part for t in pending if t.id == in_flight)
         note = f"not run: the process died in an earlier call of this part ({reason})"
@@ -168,14 +168,29 @@ class AssignmentGrading:
             return [(case, Verdict(build.reason, build.message)) for case in shown]
         if probing:
             found = results[f"{part.name}:probe:0"]
-            verdict = integrity.harness_tampering(found.activity) or (
-                Verdict(found.outcome.reason, found.outcome.message) if isinstance(found.outcome, Failure) else
-                Verdict("no_gpu", f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only"))  # fmt: skip
-            return [(case, verdict) for case in shown]
+            return [(case, self.probe_verdict(part, found)) for case in shown]
         kernels = set(build.kernels) if build is not None else set()
         return [(part.cases[t.index], judging.judge_case(self.assignment, part, part.cases[t.index], t.seed,
                                                          results[t.id], self.device, kernels))
                 for t in tasks if t.part == part.name]  # fmt: skip
+
+    @staticmethod
+    def probe_verdict(part: Part, found: TaskResult) -> Verdict:
+        """The CPU tier's verdict on a CUDA part: the launcher, called once without a GPU, either
+        returned the stub's not-implemented code or tried to launch. Real launchers check their
+        launch and end the process when it fails (llm.c's `cudaCheck` calls exit(1)): without a
+        GPU every launch fails, so that ending is expected here, and says nothing of the GPU tier."""
+        compiled = f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only"
+        tampering = integrity.harness_tampering(found.activity)
+        if tampering:
+            return tampering
+        if found.died and isinstance(found.outcome, Failure) and found.outcome.reason == "crash":
+            first = found.outcome.message.split("\n", 1)[0]
+            return Verdict("no_gpu", f"{compiled}. Called without a GPU, its launcher ended the process ({first}): "
+                                     "expected where every CUDA call fails, as a launch check that exits does")
+        if isinstance(found.outcome, Failure):
+            return Verdict(found.outcome.reason, found.outcome.message)
+        return Verdict("no_gpu", compiled)
 
     def test(self, part: Part, kind: str, name: str, verdict: Verdict, score: float, max_score: float) -> TestResult:
         label = f"{self.assignment.name}/{part.name}{' (bonus)' if part.bonus else ''}: {name}"

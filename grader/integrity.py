@@ -18,7 +18,7 @@ import re
 from collections import Counter
 
 from grader import ops
-from grader.messages import Activity
+from grader.messages import Activity, OpCount
 from grader.numerics import Verdict
 from grader.spec import Part
 
@@ -57,11 +57,21 @@ def harness_tampering(activity: Activity | None) -> Verdict | None:
     return None
 
 
+def described(op: OpCount) -> str:
+    """An op as a student can act on it: its name, what it is, and the line of theirs that ran it."""
+    text = op.name
+    if ops.meaning(op.name):
+        text += f" ({ops.meaning(op.name)})"
+    if op.where:
+        text += f", first run from {op.where}"
+    return text
+
+
 def forbidden_ops(part: Part, activity: Activity) -> Verdict | None:
     bad = [op for op in activity.ops if ops.forbidden(op.name, part.allowed_ops)]
     if not bad:
         return None
-    names = ", ".join(op.name for op in bad)
+    names = "; ".join(described(op) for op in bad)
     threads = " (some from a thread other than the one the grader called)" if any(op.threads > 1 for op in bad) else ""
     return Verdict("forbidden_op", f"the call ran torch's {names}{threads}: computing is your kernel's job here; "
                    "torch may only allocate, view and copy", {"ops": [op.name for op in bad]})  # fmt: skip
@@ -123,7 +133,8 @@ def fusion(part: Part, activity: Activity, calls: int) -> Verdict | None:
     if part.max_kernels is None:
         return None
     per_call = sum(launch.count for launch in activity.launches) / max(calls, 1)
-    compute = sorted({op.name for op in activity.ops if ops.touches_data(op.name)})
+    touching = sorted((op for op in activity.ops if ops.touches_data(op.name)), key=lambda op: op.name)
+    compute = [op.name for op in touching]
     if per_call <= part.max_kernels and not compute:
         return None
     seen = []
@@ -131,7 +142,7 @@ def fusion(part: Part, activity: Activity, calls: int) -> Verdict | None:
         names = ", ".join(sorted({launch.kernel for launch in activity.launches}))
         seen.append(f"{per_call:g} kernel launches per call ({names})")
     if compute:
-        seen.append("torch ops that each run a kernel of their own (" + ", ".join(compute) + ")")
+        seen.append("torch ops that each run a kernel of their own: " + "; ".join(map(described, touching)))
     limit = "one kernel" if part.max_kernels == 1 else f"at most {part.max_kernels} kernels"
     return Verdict("not_fused", f"this part must be {limit} and nothing else; the call ran {' and '.join(seen)}",
                    {"kernels_per_call": per_call, "compute_ops": compute})  # fmt: skip

@@ -41,6 +41,7 @@ class TaskResult:
     outcome: Outcome
     activity: Activity | None = None  # for a Failure: what ran before it
     outputs: dict[str, OutputFile] = field(default_factory=dict)
+    died: bool = False  # the child process ended in the middle of this task (the outcome says how)
 
 
 def size(nbytes: float) -> str:
@@ -109,6 +110,7 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
     if verdict:
         return verdict
     verdict, _, _ = _numerics(assignment, part, case, seed, report.observation, result.outputs, device)
+    verdict = tf32_verdict(case, report.activity, verdict)
     if report.unstable and verdict.reason in ("ok", "wrong_result"):
         race = (f"the output changed between {part.repeats} runs on the same inputs ({report.unstable} element(s) "
                 "differed): a race, such as a missing __syncthreads or a read of memory another thread has not written yet")
@@ -140,12 +142,22 @@ def target_verdict(case: Case, activity: Activity) -> Verdict | None:
             return Verdict("crash", f"{report.kernel} ({report.where}) makes tensor descriptors inside the kernel, which "
                            "on the GPU need scratch memory from an allocator: without triton.set_allocator(...) the "
                            "launch fails there")  # fmt: skip
-        if report.tf32_dots and case.dtype == "float32" and case.tier == "both":
-            return Verdict("wrong_result", f"{report.kernel} ({report.where}) has a float32 tl.dot that the GPU runs in "
-                           "TF32 (10-bit mantissas, relative errors near 1e-3, far over this case's tolerance): pass "
-                           "input_precision=\"ieee\" to tl.dot; the interpreter multiplies exactly, so only the GPU "
-                           "shows it")  # fmt: skip
     return None
+
+
+def tf32_verdict(case: Case, activity: Activity, verdict: Verdict) -> Verdict:
+    """CPU tier: a float32 case whose output is right here fails on the GPU when a kernel's float32
+    tl.dot runs in TF32 there. Only an output of the right shape and dtype, judged ok or wrong, gets
+    this verdict: the GPU would name any other problem first, as the interpreter did."""
+    if verdict.reason not in ("ok", "wrong_result") or case.dtype != "float32" or case.tier != "both":
+        return verdict
+    for report in activity.targets:
+        if report.tf32_dots:
+            message = (f"{report.kernel} ({report.where}) has a float32 tl.dot that the GPU runs in TF32 (10-bit "
+                       "mantissas, relative errors near 1e-3, far over this case's tolerance): pass "
+                       "input_precision=\"ieee\" to tl.dot; the interpreter multiplies exactly, so only the GPU shows it")
+            return Verdict("wrong_result", message if verdict.ok else f"{verdict.message}; and {message}", verdict.metrics)
+    return verdict
 
 
 def judge_followup(assignment: Assignment, part: Part, case: Case, followup: Followup, outputs: dict,

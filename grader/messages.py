@@ -120,6 +120,7 @@ class OpCount:
     name: str  # "aten::add"
     count: int
     threads: int = 1  # how many threads ran it: more than one means a thread of the student's
+    where: str = ""  # the student's line that first called it, on the grader's thread ("kernel.py, line 34: ...")
 
 
 @dataclass

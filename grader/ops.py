@@ -25,6 +25,26 @@ METADATA = {"set_", "resize_as_", "is_nonzero", "_has_compatible_shallow_copy_ty
             "size", "stride", "sym_size", "sym_stride", "numel", "dim", "is_contiguous"}  # fmt: skip
 
 
+# What the ops a student runs without meaning to are, in the words of the code that runs them.
+MEANINGS = {
+    "_local_scalar_dense": "copies one value to the CPU and waits for the GPU to finish: `float(t)`, `int(t)`, "
+                           "`t.item()` or `if t:` on a tensor",
+    "item": "copies one value to the CPU and waits for the GPU to finish: `float(t)`, `int(t)`, `t.item()` or "
+            "`if t:` on a tensor",
+    "copy_": "a pass over memory: `t[...] = u` or `t.copy_(u)`",
+    "_to_copy": "a pass over memory: `t.to(dtype)`, `t.float()` or `.contiguous()` of a strided tensor",
+    "clone": "a pass over memory: `t.clone()` or `.contiguous()`",
+    "fill_": "a pass over memory: `torch.full`, `torch.ones` or `t.fill_(v)`",
+    "zero_": "a pass over memory: `torch.zeros` or `t.zero_()`",
+    "add": "torch's elementwise add, a kernel of its own: `a + b`",
+    "mul": "torch's elementwise multiply, a kernel of its own: `a * b`",
+}  # fmt: skip
+
+
+def meaning(op: str) -> str:
+    return MEANINGS.get(base_name(op), "")
+
+
 def base_name(op: str) -> str:
     return op.removeprefix("aten::").split(".")[0]
 
@@ -55,6 +75,18 @@ def category(op: str) -> str:
     if name in METADATA:
         return "metadata"
     return "view" if is_view(name) else "compute"
+
+
+# Ops that do no work of their own: `x.to(dtype)` runs aten::_to_copy when a copy is needed and
+# nothing otherwise, `x.type_as(y)` runs aten::to. Like a view (whose schema says it returns an
+# alias), such an op is judged by the ops it ran: `x.contiguous()` of a strided tensor is the
+# aten::clone under it, a pass over memory, and `x.to(x.dtype)` is nothing at all.
+FORWARDING = {"to", "type_as"}
+
+
+def delegates(op: str) -> bool:
+    """Whether an op is judged by the ops it runs rather than by itself."""
+    return base_name(op) in FORWARDING or category(op) == "view"
 
 
 def forbidden(op: str, allowed: tuple[str, ...]) -> bool:

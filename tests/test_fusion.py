@@ -123,3 +123,20 @@ def test_repeated_runs_of_a_case_are_counted_per_call():
 def test_a_part_without_the_limit_is_not_judged_for_fusion():
     unlimited = dataclasses.replace(_fused_part(), max_kernels=None)
     assert integrity.fusion(unlimited, _activity("a", "b", ops_seen=("aten::add",)), calls=1) is None
+
+
+def test_a_copy_under_a_view_or_a_conversion_is_a_pass_over_memory_and_a_no_op_is_nothing():
+    """`x.contiguous()`, `x.reshape(-1)` and `x.flatten()` of a strided tensor are views by their
+    schemas, yet each runs aten::clone: judged by the op they ran, they are passes over memory. A
+    conversion to the dtype the tensor has already (`x.to(x.dtype)`, `x.type_as(x)`) runs nothing."""
+    strided = torch.randn(64, 32).t()
+    for copying in (strided.contiguous, lambda: strided.reshape(-1), strided.flatten):
+        seen = _monitored(copying)
+        assert "aten::clone" in {op.name for op in seen.ops}, seen.ops  # (reshape adds its _unsafe_view)
+        verdict = integrity.fusion(_fused_part(), dataclasses.replace(seen, launches=_activity("k").launches), calls=1)
+        assert verdict is not None and verdict.reason == "not_fused" and "aten::clone" in verdict.message
+    seen = _monitored(lambda: strided.to(torch.float64))
+    assert {op.name for op in seen.ops} == {"aten::_to_copy"}, seen.ops
+    contiguous = torch.randn(64, 32)
+    seen = _monitored(lambda: (contiguous.to(torch.float32), contiguous.type_as(contiguous), contiguous.contiguous()))
+    assert seen.ops == [], seen.ops

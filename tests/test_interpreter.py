@@ -251,32 +251,22 @@ def test_block_pointers_and_tensor_descriptors(triton_cache):
 
 
 def test_the_comparison_is_not_the_students_torch_work(triton_cache):
-    """The grader records the torch ops of a call (a torch fallback is `forbidden_op`); the copies
-    and comparisons behind the configs' agreement must not show among them."""
+    """The grader judges a call by the torch ops the profiler saw it run (a torch fallback is
+    `forbidden_op`, any pass over memory in a fused part `not_fused`); the copies and comparisons
+    behind the configs' agreement must not show among them. Judged here by the child's own witness,
+    the CallMonitor, as a graded call is."""
     result = run_child("""
-        from torch.utils._python_dispatch import TorchDispatchMode
-        from triton.runtime.interpreter import InterpretedFunction
-        inside, run = [False], InterpretedFunction.run
-
-        def run_unrecorded(self, *args, **kwargs):  # as the grader's monitor leaves the interpreter's copies out
-            inside[0] = True
-            try:
-                return run(self, *args, **kwargs)
-            finally:
-                inside[0] = False
-
-        class Ops(TorchDispatchMode):
-            ops = []
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if not inside[0]:
-                    self.ops.append(func.overloadpacket.__name__)
-                return func(*args, **(kwargs or {}))
-
-        InterpretedFunction.run = run_unrecorded
+        from pathlib import Path
+        from grader import ops
+        from grader.child.monitor import CallMonitor
         matmul = load("autotuned_matmul")
         a, b = torch.randn(50, 96), torch.randn(96, 70)
-        with Ops():
+        own = str(Path("tests/kernels").resolve())
+        with CallMonitor(Path(own), "cpu", lambda filename: not filename.startswith(own)) as monitor:
             matmul.matmul(a, b)
-        print(json.dumps({"ops": Ops.ops}))
+        seen = monitor.activity().ops
+        print(json.dumps({"ops": {op.name: op.count for op in seen},
+                          "touching": sorted(op.name for op in seen if ops.touches_data(op.name))}))
     """, triton_cache)  # fmt: skip
-    assert result["ops"] == ["full"]  # the launcher's own torch.full, nothing else
+    # The launcher's own torch.full (a pass over memory), and views at most: no copy, no compute.
+    assert result["touching"] == ["aten::full"], result["ops"]

@@ -12,6 +12,7 @@ the GPU tier.
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 import pytest
@@ -80,3 +81,15 @@ def test_every_reason_code_has_a_submission_that_earns_it():
     assert cpu_tier | gpu_tier <= reasons, f"no known-wrong submission earns: {sorted(cpu_tier | gpu_tier - reasons)}"
     # The rest are earned elsewhere: not_implemented by starter/, no_gpu by every speed test on a
     # CPU (test_reference_submissions.py); not_fused belongs to assignments with a fused part.
+
+
+def test_an_op_that_costs_points_names_the_students_line_and_what_it_does(tmp_path):
+    """`float(scale)` is aten::_local_scalar_dense: the message says so in words and quotes the line."""
+    folder = SUBMISSIONS / "gelu" / "float_of_scale"
+    result = grade(known_wrong(folder, tmp_path), ["gelu"], parts=["bias_gelu_scale"])
+    failed = [t for t in result.tests if t.kind == "correctness" and not t.passed]
+    assert failed and all(t.reason == "not_fused" for t in failed)
+    message = failed[0].output
+    # The profiler names the op aten::item (on a GPU, or where item() is called, its callee aten::_local_scalar_dense).
+    assert re.search(r"aten::(item|_local_scalar_dense) \(copies one value to the CPU and waits for the GPU", message), message
+    assert "first run from gelu.py, line " in message and "float(scale)" in message, message

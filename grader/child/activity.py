@@ -5,7 +5,8 @@ The profiler is process-wide where the dispatch modes of torch are per thread: w
 included, and ops run with torch's Python dispatch disabled), and on the GPU (CUPTI) every kernel,
 from any thread, stream or library, each linked to the host call that launched it. A summary
 keeps, per op, only the student's own calls (the outermost torch op of each call chain; what
-torch runs inside it is torch's business), and per kernel the op that launched it, if any.
+torch runs inside it is torch's business, except under a view or a conversion, which are judged by
+the ops they ran: ops.delegates), and per kernel the op that launched it, if any.
 
 Cost, measured on an H100 (torch 2.11, 2026-11-23): CUPTI's kernel records add about 5 us of GPU
 time to every kernel (a 3.3 us add took 8.6 us), which would distort the timing of small kernels;
@@ -22,6 +23,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.autograd import profiler as autograd_profiler
 
+from grader import ops
 from grader.messages import Activity, KernelCount, OpCount
 
 NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
@@ -89,22 +91,41 @@ def _during(event, windows) -> bool:
     return thread is not None and event.thread != thread and any(a <= start <= b for a, b in spans)
 
 
+def _judged(event) -> bool:
+    return event.name.startswith("aten::") and not ops.delegates(event.name)
+
+
 def _top_op(event):
-    """The outermost torch op that `event` ran inside (itself included), or None."""
-    top = event if event.name.startswith("aten::") else None
+    """The outermost torch op that `event` ran inside (itself included), or None; views and ops
+    that only forward to another (ops.delegates) are seen through, to the ops they ran."""
+    top = event if _judged(event) else None
     for ancestor in _ancestors(event):
-        if ancestor.name.startswith("aten::"):
+        if _judged(ancestor):
             top = ancestor
     return top
 
 
-def summarize(session: Session, excluded: Counter | None = None) -> Activity:
+def _where(event, where: dict[str, str]) -> str:
+    """The student's line behind a top-level op: the dispatch mode saw it, or one of the ops it
+    ran (`float(t)` is aten::item to the profiler, aten::_local_scalar_dense to the mode)."""
+    pending = [event]
+    while pending:
+        current = pending.pop(0)
+        if where.get(current.name):
+            return where[current.name]
+        pending.extend(current.cpu_children)
+    return ""
+
+
+def summarize(session: Session, excluded: Counter | None = None, where: dict[str, str] | None = None) -> Activity:
     """The student's ops and the kernels they ran, from one session's events. Ops inside the
-    session's harness ranges are the harness's; `excluded` counts ops the interpreter ran for itself."""
+    session's harness ranges are the harness's; `excluded` counts ops the interpreter ran for
+    itself; `where` names the student's line that first ran an op (on the grader's thread)."""
     events, harness = session.events, session.harness
     windows = _harness_windows(events, harness)
     ops: Counter = Counter()
     threads: dict[str, set] = {}
+    lines: dict[str, str] = {}
     launchers: dict[int, tuple[str, str]] = {}  # correlation id of a host launch call -> (the student op, the call)
     for event in events:
         if event.device_type != DeviceType.CPU or event.name.startswith(harness) or _in_harness(event, harness):
@@ -115,12 +136,13 @@ def summarize(session: Session, excluded: Counter | None = None) -> Activity:
         if top is event:
             ops[event.name] += 1
             threads.setdefault(event.name, set()).add(event.thread)
+            lines[event.name] = lines.get(event.name) or _where(event, where or {})
         if not event.name.startswith("aten::"):  # a runtime call: remember who launched through it
             launchers[event.id] = (top.name if top is not None else "", event.name)
     for name, count in (excluded or Counter()).items():
         ops[name] -= min(count, ops[name])
     return Activity(
-        ops=[OpCount(name, n, len(threads.get(name, ()))) for name, n in sorted(ops.items()) if n > 0],
+        ops=[OpCount(name, n, len(threads.get(name, ())), lines.get(name, "")) for name, n in sorted(ops.items()) if n > 0],
         kernels=_kernels(events, launchers, harness),
         profiler_lost=session.lost,
     )

@@ -6,7 +6,9 @@ writes show as such; a `zeros`, `ones` or `full` tensor (or a clone) keeps the v
 for. Either way it sits inside a larger buffer of guard cells, so a store past its end lands in
 a guard, is counted, and never corrupts an input or crashes the process.
 
-The mode also tells the interpreter's own torch ops from the student's: under TRITON_INTERPRET=1
+The mode also notes, for each op, the student's line that first called it (the innermost frame
+of the submission's own code), so a report can point at `float(scale)` rather than name
+`aten::_local_scalar_dense` alone. It also tells the interpreter's own torch ops from the student's: under TRITON_INTERPRET=1
 a launch copies each argument's storage to the host and back with torch ops. An op is the
 interpreter's when, walking up the Python stack, its copy functions come before any student
 code: a frame check, which no flag that student code could set can fake.
@@ -14,8 +16,11 @@ code: a frame check, which no flag that student code could set can fake.
 
 from __future__ import annotations
 
+import linecache
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -43,6 +48,7 @@ class Allocations:
 
     guarded: list[Guarded] = field(default_factory=list)
     excluded: Counter = field(default_factory=Counter)  # "aten::x" -> ops the interpreter ran for itself
+    where: dict[str, str] = field(default_factory=dict)  # "aten::x" -> the student's line that first ran it
 
 
 class GuardedAllocations(TorchDispatchMode):
@@ -52,8 +58,6 @@ class GuardedAllocations(TorchDispatchMode):
         self.interpreter = _interpreter_copies()
 
     def _interpreters(self) -> bool:
-        import sys
-
         frame = sys._getframe(2)
         while frame is not None:
             if frame.f_code in self.interpreter:
@@ -69,6 +73,8 @@ class GuardedAllocations(TorchDispatchMode):
         if self.interpreter and self._interpreters():
             self.record.excluded[f"aten::{name}"] += 1
             return func(*args, **kwargs)
+        if f"aten::{name}" not in self.record.where:
+            self.record.where[f"aten::{name}"] = self._student_line()
         result = func(*args, **kwargs)
         if not isinstance(result, torch.Tensor) or result.numel() == 0 or result.device.type == "meta":
             return result
@@ -80,6 +86,17 @@ class GuardedAllocations(TorchDispatchMode):
         if name in COPIED:
             return self._guard(result, result)
         return result
+
+    def _student_line(self) -> str:
+        """`file, line N: source` of the innermost frame of the submission's own code, or ""."""
+        frame = sys._getframe(2)
+        while frame is not None and self.is_library(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is None:
+            return ""
+        code = frame.f_code
+        source = linecache.getline(code.co_filename, frame.f_lineno).strip()
+        return f"{Path(code.co_filename).name}, line {frame.f_lineno}: {source}"[:300]
 
     def _guard(self, result: torch.Tensor, value) -> torch.Tensor:
         """The same layout inside a poisoned, guarded buffer, holding `value` (None: poison only)."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import time
 
+import numpy as np
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 from triton.backends.driver import DriverBase
 from triton.runtime.errors import AutotunerError, OutOfResources
 
@@ -219,11 +219,16 @@ def _patch_autotuner(Autotuner) -> None:
 
 
 class _Trials:
-    """The configs of one autotuning: the arguments they all start from, and the first one's results."""
+    """The configs of one autotuning: the arguments they all start from, and the first one's results.
+
+    Every copy and comparison here is numpy's, on numpy views of the tensors' memory: the only torch
+    ops are views (detach, a same-size dtype view), so the profiler, which judges the student's call
+    by the torch ops it ran, sees no work of the grader's inside it (a clone or an `abs` here would be
+    counted as the student's, and a fused part would lose its points for the grader's copies)."""
 
     def __init__(self):
-        self.start: dict[str, torch.Tensor] | None = None
-        self.first: tuple[object, dict[str, torch.Tensor]] | None = None
+        self.start: dict[str, np.ndarray] | None = None
+        self.first: tuple[object, dict[str, np.ndarray]] | None = None
 
     def begin(self, arguments: dict) -> None:
         """Each config starts from the arguments as the caller passed them (the grader's NaN
@@ -234,13 +239,14 @@ class _Trials:
         if self.start is None:
             self.start = _copies(tensors)
             return
-        with _disable_current_modes(), torch.no_grad():  # the grader's copies, not the student's ops
-            for name, tensor in tensors.items():
-                # Only what changed: an input may be an expanded view, which cannot be written to.
-                if not torch.equal(tensor, self.start[name]):
-                    tensor.copy_(self.start[name])
+        for name, tensor in tensors.items():
+            memory, start = _memory(tensor), self.start[name]
+            # Only what changed (compared bit for bit, NaN poison included): an input may be an
+            # expanded view, whose elements share memory.
+            if not np.array_equal(_bits(memory), _bits(start)):
+                np.copyto(memory, start)
 
-    def compare(self, tuner, config, results: dict[str, torch.Tensor]) -> None:
+    def compare(self, tuner, config, results: dict[str, np.ndarray]) -> None:
         if not results:
             return  # the config was skipped (Triton found it does not fit)
         if self.first is None:
@@ -263,36 +269,74 @@ def _tensors(arguments: dict) -> dict[str, torch.Tensor]:
     return found
 
 
-def _copies(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    with _disable_current_modes(), torch.no_grad():  # the grader's copies, not the student's ops
-        return {name: tensor.detach().clone() for name, tensor in tensors.items()}
+# numpy has no bfloat16 or float8: their memory is read as integers of the same size, and
+# bfloat16's widened to float32 (its top 16 bits) for comparing values.
+_NO_NUMPY = {torch.bfloat16: torch.int16, **{d: torch.uint8 for d in (
+    getattr(torch, n, None) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")) if d}}
 
 
-def _difference(expected: torch.Tensor, actual: torch.Tensor) -> str:
+def _memory(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy array over the tensor's own memory (writes go through), with torch views only."""
+    plain = tensor.detach()
+    if plain.dtype in _NO_NUMPY:
+        plain = plain.view(_NO_NUMPY[plain.dtype])
+    return plain.numpy()
+
+
+def _copies(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    return {name: _Copy(_memory(t), t.dtype) for name, t in tensors.items()}
+
+
+class _Copy(np.ndarray):
+    """A copy of a tensor's memory that remembers the tensor's dtype."""
+
+    def __new__(cls, memory: np.ndarray, dtype: torch.dtype):
+        copy = np.array(memory, copy=True).view(cls)
+        copy.torch_dtype = dtype
+        return copy
+
+    def __array_finalize__(self, source) -> None:
+        self.torch_dtype = getattr(source, "torch_dtype", None)
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    return array.view(f"u{array.dtype.itemsize}") if array.dtype.itemsize in (1, 2, 4, 8) else array
+
+
+def _values(copy: _Copy) -> np.ndarray | None:
+    """float64 values of a floating copy; None for other dtypes (and float8, compared bit for bit)."""
+    if copy.torch_dtype == torch.bfloat16:
+        return (np.asarray(copy).view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if copy.torch_dtype is not None and copy.torch_dtype.is_floating_point and copy.torch_dtype not in _NO_NUMPY:
+        return np.asarray(copy, dtype=np.float64)
+    return None
+
+
+def _difference(expected: _Copy, actual: _Copy) -> str:
     """How `actual` differs from `expected`, in words; '' when they agree. Floats agree within a
     loose tolerance (1% of the tensor's largest value, plus 1%): configs only reorder sums, while a
     tiling bug is wrong by the size of the values. NaN and Inf must sit in the same places."""
-    with _disable_current_modes(), torch.no_grad():
-        if not expected.is_floating_point():
-            bad = expected != actual
-            return f"{int(bad.sum())} of {bad.numel()} elements differ" + _first_index(bad) if bad.any() else ""
-        expected, actual = expected.double(), actual.double()
-        nan = expected.isnan() != actual.isnan()
-        if nan.any():
-            return (f"NaN in {int(expected.isnan().sum())} elements for one and {int(actual.isnan().sum())} "
-                    f"for the other" + _first_index(nan))  # fmt: skip
-        finite = expected.isfinite() & actual.isfinite()
-        scale = float(expected[finite].abs().max()) if finite.any() else 0.0
-        gap = (expected - actual).abs().where(finite, torch.zeros((), dtype=torch.float64))
-        bad = (gap > 1e-2 * scale + 1e-2 * expected.abs()) | (~finite & ~expected.isnan() & (expected != actual))
-        if not bad.any():
-            return ""
-        return (f"{int(bad.sum())} of {bad.numel()} elements differ, by up to {float(gap.max()):.3g} "
-                f"(largest value {scale:.3g})" + _first_index(bad))  # fmt: skip
+    want, got = _values(expected), _values(actual)
+    if want is None or got is None:
+        bad = _bits(np.asarray(expected)) != _bits(np.asarray(actual))
+        return f"{int(bad.sum())} of {bad.size} elements differ" + _first_index(bad) if bad.any() else ""
+    nan = np.isnan(want) != np.isnan(got)
+    if nan.any():
+        return (f"NaN in {int(np.isnan(want).sum())} elements for one and {int(np.isnan(got).sum())} "
+                f"for the other" + _first_index(nan))  # fmt: skip
+    finite = np.isfinite(want) & np.isfinite(got)
+    scale = float(np.abs(want[finite]).max()) if finite.any() else 0.0
+    with np.errstate(invalid="ignore"):
+        gap = np.where(finite, np.abs(want - got), 0.0)
+    bad = (gap > 1e-2 * scale + 1e-2 * np.abs(np.where(finite, want, 0.0))) | (~finite & ~np.isnan(want) & (want != got))
+    if not bad.any():
+        return ""
+    return (f"{int(bad.sum())} of {bad.size} elements differ, by up to {float(gap.max()):.3g} "
+            f"(largest value {scale:.3g})" + _first_index(bad))  # fmt: skip
 
 
-def _first_index(bad: torch.Tensor) -> str:
-    index = tuple(int(i) for i in bad.nonzero()[0])
+def _first_index(bad: np.ndarray) -> str:
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
     return f", first at index {index if len(index) > 1 else index[0]}"
 
 

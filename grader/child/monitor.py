@@ -47,7 +47,7 @@ class CallMonitor:
         return self.mode.overrun_of(tensor)
 
     def activity(self) -> Activity:
-        found = summarize(self.session, self.record.excluded)
+        found = summarize(self.session, self.record.excluded, self.record.where)
         found.launches = self.log.entries()
         return found
 
@@ -82,9 +82,11 @@ def merge(first: Activity, second: Activity) -> Activity:
     """Two stretches of calls of one task as one account."""
     ops: Counter = Counter()
     threads: dict[str, int] = {}
+    where: dict[str, str] = {}
     for op in first.ops + second.ops:
         ops[op.name] += op.count
         threads[op.name] = max(threads.get(op.name, 0), op.threads)
+        where[op.name] = where.get(op.name) or op.where
     kernels: Counter = Counter()
     for kernel in first.kernels + second.kernels:
         kernels[(kernel.name, kernel.op, kernel.graph)] += kernel.count
@@ -92,7 +94,7 @@ def merge(first: Activity, second: Activity) -> Activity:
     for launch in first.launches + second.launches:
         launches[(launch.kernel, launch.file, launch.own)] += launch.count
     return Activity(
-        ops=[OpCount(name, n, threads[name]) for name, n in sorted(ops.items())],
+        ops=[OpCount(name, n, threads[name], where[name]) for name, n in sorted(ops.items())],
         launches=[LaunchCount(k, f, own, n) for (k, f, own), n in sorted(launches.items())],
         kernels=[KernelCount(name, n, op, graph) for (name, op, graph), n in sorted(kernels.items())],
         profiler_lost=first.profiler_lost or second.profiler_lost,
