@@ -34,14 +34,6 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _stack_line(device: str) -> str:
-    differs = stack.differences(device)
-    if not differs:
-        return "as pinned"
-    return ("DIFFERS FROM THE PINNED STACK: " + ", ".join(differs) +
-            "; verdicts here may not be the ones the grading machine gives")
-
-
 def describe(device: str, salted: bool = False) -> dict:
     info = {
         "device": device,
@@ -53,7 +45,7 @@ def describe(device: str, salted: bool = False) -> dict:
         "platform": platform.platform(terse=True),
         "seeds": "salted (secret)" if salted else "the assignments' published seeds",
         "sandbox": sandbox.probe(),
-        "stack": _stack_line(device),
+        "stack": stack.line(device),
     }
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader import stack
 from grader.results import Grade, TestResult, possible, summary_line
 from grader.text import printable
 
@@ -114,6 +115,8 @@ def print_table(grade: Grade, console: Console | None = None) -> None:
         console.print(Text.assemble(plain(test.reason, "red"), " ", plain(test.name), ": ", printable(lines[0], 200)),
                       highlight=False)  # fmt: skip
     console.print(summary_line(grade), markup=False)
+    if warning := stack.warning(grade.environment):
+        console.print(Text(warning, style="bold red"))
 
 
 def _finalize(value: object) -> object:
@@ -133,7 +136,8 @@ def templates() -> Environment:
 
 def render_html(grade: Grade) -> str:
     template = templates().get_template("report.html.j2")
-    return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade))
+    return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade),
+                           warning=stack.warning(grade.environment))  # fmt: skip
 
 
 def write_html(grade: Grade, path: Path) -> None:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import stack
 from grader.text import printable
 
 REASONS = (
@@ -122,7 +123,7 @@ def gradescope(grade: Grade) -> dict:
     return {
         "score": round(grade.score, 4),
         "execution_time": round(grade.seconds, 2),
-        "output": summary_line(grade),
+        "output": " ".join(filter(None, (stack.warning(grade.environment), summary_line(grade)))),
         "tests": tests,
         "extra_data": _clean({**grade.environment, "submission": grade.submission,
                               "max_score": grade.max_score, "graded_max_score": grade.graded_max_score}),

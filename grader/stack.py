@@ -46,3 +46,21 @@ def differences(device: str) -> list[str]:
     wanted = {"triton": pin["triton"], "torch": pin["torch-gpu" if device == "cuda" else "torch-cpu"]}
     return [f"{package} {installed(package) or 'missing'} (pinned {version})"
             for package, version in wanted.items() if not _matches(installed(package), version)]  # fmt: skip
+
+
+DIFFERS = "DIFFERS FROM THE PINNED STACK: "
+
+
+def line(device: str) -> str:
+    """The environment's `stack` entry: "as pinned", or how this machine differs, in capitals."""
+    differs = differences(device)
+    if not differs:
+        return "as pinned"
+    return DIFFERS + ", ".join(differs) + "; verdicts here may not be the ones the grading machine gives"
+
+
+def warning(environment: dict) -> str:
+    """The sentence every report, results.json and class page puts first when a grade was given on
+    a machine whose torch or Triton is not the pinned one ('' when it was)."""
+    stated = str(environment.get("stack", ""))
+    return f"Warning: graded where the stack {stated}" if stated.startswith(DIFFERS) else ""

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from grader import intake, report
+from grader import intake, report, stack
 from grader.gradebook import Entry
 from grader.results import Grade, possible, write_json
 from grader.spec import REPO_ROOT, Assignment
@@ -84,6 +85,7 @@ def class_summary(grades: dict[str, Grade], students: dict[str, list[Entry]], pr
         "flagged": flagged(grades, students, problems, assignments),
         "rows": [{"student": s, "scores": scores(g, assignments), "score": g.score} for s, g in grades.items()],
         "environment": environment,
+        "warning": stack.warning(environment),
         "written": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -177,3 +179,5 @@ def print_class_table(grades: dict[str, Grade], assignments: list[Assignment], c
         total = f"[bold]{sum(points):.2f}[/]"
         table.add_row(report.plain(student), *(f"{p:.2f}" for p in points), total, f"{grade.graded_max_score:.2f}")
     console.print(table)
+    if warning := stack.warning(next(iter(grades.values())).environment if grades else {}):
+        console.print(Text(warning, style="bold red"))

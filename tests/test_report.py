@@ -5,6 +5,7 @@ outputs, grades.csv and the real CLI fed what a hostile submission prints or rai
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import subprocess
@@ -14,7 +15,8 @@ from types import SimpleNamespace
 import torch
 from rich.console import Console
 
-from grader import judging, report, summary
+from grader import judging, report, stack, summary
+from grader.gradebook import Entry, Key
 from grader.messages import Activity, BenchReport, Timings
 from grader.numerics import judge
 from grader.results import Grade, TestResult, write_json
@@ -76,6 +78,27 @@ HOSTILE = {
     "lone surrogate": "a\ud800b",
 }  # fmt: skip
 STUDENT_ONLY = ["\x1b[2J", "\x1b]52", "\x1b[32mScore", "\x07", "\x00", "\r", "\u202e", "\ud800"]
+
+
+def test_a_machine_off_the_pinned_stack_says_so_first_everywhere(tmp_path):
+    """A grade given where torch or Triton is not the pinned version warns before anything else: in
+    the terminal, at the top of the HTML report, in results.json's output and on the class page."""
+    off_pin = {"device": "cpu", "tier": "CPU", "stack": stack.DIFFERS + "triton 3.9.0 (pinned 3.6.0)"}
+    grade = dataclasses.replace(_grade(), environment=off_pin)
+    warning = "Warning: graded where the stack DIFFERS FROM THE PINNED STACK: triton 3.9.0 (pinned 3.6.0)"
+    out = io.StringIO()
+    report.print_table(grade, Console(file=out, width=200))
+    assert warning in out.getvalue()
+    html = report.render_html(grade)
+    assert html.index(warning) < html.index("<h2>"), "the warning comes before the first assignment"
+    write_json(grade, tmp_path / "results.json")
+    assert json.loads((tmp_path / "results.json").read_text())["output"].startswith(warning)
+    assignments = load_assignments(["vector_add"])
+    for environment, warned in ((off_pin, True), ({"device": "cpu", "stack": "as pinned"}, False)):
+        entry = Entry(Key("alice", "vector_add", "h", "v"), "cpu", [], environment, 1.0, "now")
+        summary.write_outputs(tmp_path, {"alice": [entry]}, {}, assignments)
+        assert (warning in (tmp_path / "summary.html").read_text()) == warned
+    assert stack.warning({"stack": "as pinned"}) == "" and warning not in report.render_html(_grade())
 
 
 def _hostile_grade() -> Grade:
