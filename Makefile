@@ -16,8 +16,10 @@ $(VENV)/.ready: grader/bootstrap.py grader/stack.toml
 grade: $(VENV)/.ready
 	$(PY) -m grader grade --submission $(SUBMISSION)
 
+# Two workers where pytest-xdist is installed: most of a test is a graded child process, so the
+# second core halves the wait. Tests that share a costly module fixture stay on one worker (conftest.py).
 test: $(VENV)/.ready
-	$(PY) -m pytest
+	$(PY) -m pytest $$($(PY) -c "import xdist" 2>/dev/null && echo "-n 2")
 
 test-gpu: $(VENV)/.ready
 	$(PY) -m pytest -m gpu

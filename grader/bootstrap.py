@@ -24,9 +24,10 @@ VENV = ROOT / ".venv"
 _PIN = tomllib.loads((ROOT / "grader" / "stack.toml").read_text())
 CPU_STACK = [f"torch=={_PIN['torch-cpu']}", f"triton=={_PIN['triton']}", f"numpy{_PIN['numpy-cpu']}"]
 LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest", "numpy": "numpy"}  # module -> package
-# Only `batch` and `make bench` need these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil). A GPU
-# image without them and without a network still grades: `make grade` and `make test` go on without.
-OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benchmark"}
+# Only `batch` and `make bench` need these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil);
+# pytest-xdist lets `make test` grade on two cores at once. A GPU image without them and without a network
+# still grades: `make grade` and `make test` go on without (the tests then run one at a time).
+OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benchmark", "xdist": "pytest-xdist"}
 
 
 def venv_python() -> Path:

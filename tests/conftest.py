@@ -70,3 +70,22 @@ def pytest_addoption(parser) -> None:
 @pytest.fixture(scope="session")
 def submission_dir(request) -> Path:
     return Path(request.config.getoption("--submission")).resolve()
+
+
+# Test modules whose tests share a costly module-scoped fixture (a whole batch, the solutions'
+# grading, a release bundle's own `make test`): under pytest-xdist (`make test` runs two workers)
+# each such module goes to one worker whole, so its fixture is built once; every other test is
+# scheduled on its own.
+SHARED_FIXTURE_MODULES = {p.name for p in TESTS.glob("test_*.py") if '@pytest.fixture(scope="module")' in p.read_text()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerPerSharedFixture(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).name in SHARED_FIXTURE_MODULES else nodeid
+
+    return OneWorkerPerSharedFixture(config, log)

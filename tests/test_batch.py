@@ -169,8 +169,10 @@ def test_a_rerun_resumes_and_grades_nothing(graded):
     output = batch(klass, out, salt_file=salt_file)
     seconds = time.monotonic() - started
     assert "0 to grade" in output and rows(out) == before
-    # The machinery alone (start-up, intake, hashing, every report and the summary): well under a second a student.
-    assert seconds < 1.0 * len(before) and seconds < first_seconds
+    # The machinery alone (start-up, intake, hashing, every report and the summary): a fixed start-up (Python,
+    # torch, the embedded cluster: ~4 s here, up to ~9 s beside another test on a 2-core machine) and well
+    # under a second a student. Grading even one student again would cost more than the first run's share.
+    assert seconds < 6.0 + 1.0 * len(before) and seconds < first_seconds
 
 
 @pytest.fixture

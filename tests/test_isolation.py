@@ -151,15 +151,35 @@ def test_the_sandbox_is_named_in_every_grade():
     assert STATUS.startswith(("none (", "bubblewrap: "))
 
 
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _graders() -> list[int]:
-    """Processes running the child's harness, wherever they are."""
+    """Processes running the child's harness that this test's grading could have left: this
+    process's descendants (the grader is a subreaper, so an orphan of its children lands here) and
+    orphans of init or of this process's ancestors (where an orphan lands without a subreaper).
+    Other tests' gradings, running at the same time under pytest-xdist, are descendants of other
+    workers and are not counted."""
+    mine, ancestor = {1}, _parent(os.getpid())
+    while ancestor not in mine and ancestor != 0:
+        mine.add(ancestor)
+        ancestor = _parent(ancestor)
     found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
         try:
-            if b"grader.child.main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
+            if b"grader.child.main" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
         except OSError:
-            pass
+            continue
+        ancestor = _parent(pid)
+        while ancestor not in (0, 1, os.getpid()):
+            ancestor = _parent(ancestor)
+        if ancestor == os.getpid() or _parent(pid) in mine:
+            found.append(pid)
     return found
 
 
