@@ -53,11 +53,12 @@ def _scratch_bytes(pid: int) -> int:
     process's own root: tmpfs pages are memory that no process's RSS counts."""
     used = 0
     for mount in ("tmp", "dev/shm"):
-        try:
+        try:  # the process may exit between any two looks: then it holds nothing
             stat = os.statvfs(f"/proc/{pid}/root/{mount}")
+            own = os.stat(f"/proc/{pid}/root/{mount}").st_dev != os.stat(f"/{mount}").st_dev  # not the host's
         except OSError:
             continue
-        if os.stat(f"/proc/{pid}/root/{mount}").st_dev != os.stat(f"/{mount}").st_dev:  # its own, not the host's
+        if own:
             used += (stat.f_blocks - stat.f_bfree) * stat.f_frsize
     return used
 
@@ -127,7 +128,12 @@ class Watchdog(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(POLL_S):
-            self.verdict = self.over_limit()
+            try:
+                self.verdict = self.over_limit()
+            except OSError:
+                # /proc changes under every look (processes come and go, as a student's short-lived
+                # ones can be made to): a failed look is retried, never the end of the watch.
+                continue
             if self.verdict:
                 self.kill_all()
                 return

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import isolation, sandbox
+from grader import isolation, limits, sandbox
 from grader.grading import AssignmentGrading, Settings
 from grader.messages import Failure, Job, Task
 from grader.spec import REPO_ROOT, SpecError, load_assignment
@@ -268,3 +268,29 @@ def test_a_child_that_dies_before_any_task_is_not_blamed_on_the_student(tmp_path
     results = run_tasks(job, tasks, tmp_path, None, _Budget(60))
     failure = results["add:case:0"].outcome
     assert failure.reason == "crash" and "before running any of your code" in failure.message, failure
+
+
+def test_the_watchdog_survives_a_process_that_vanishes_while_it_looks(monkeypatch):
+    """A child's processes can exit between two looks at /proc (a student can make many short-lived
+    ones): such a look fails with FileNotFoundError. It once ended the watchdog's thread, and every
+    limit with it; a failed look is now retried and the limit still holds."""
+    failures = {"left": 3}
+    real = limits._scratch_bytes
+
+    def vanishing(pid: int) -> int:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise FileNotFoundError(2, "No such file or directory", f"/proc/{pid}/root/tmp")
+        return real(pid)
+
+    monkeypatch.setattr(limits, "_scratch_bytes", vanishing)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        watchdog = limits.Watchdog(child.pid, limits.Limits(host_memory_bytes=1, max_processes=16), set())
+        watchdog.start()
+        watchdog.join(timeout=10)
+        assert failures["left"] == 0 and not watchdog.is_alive(), "the watchdog should have found the limit"
+        assert watchdog.verdict is not None and watchdog.verdict[0] == "out_of_memory", watchdog.verdict
+        assert child.wait(timeout=10) == -9, "the process over the limit was killed"
+    finally:
+        child.kill()
