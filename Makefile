@@ -18,8 +18,9 @@ grade: $(VENV)/.ready
 
 # Two workers where pytest-xdist is installed: most of a test is a graded child process, so the
 # second core halves the wait. Tests that share a costly module fixture stay on one worker (conftest.py).
+XDIST = $(shell $(PY) -c "import xdist" 2>/dev/null && echo "-n 2 --dist loadgroup")
 test: $(VENV)/.ready
-	$(PY) -m pytest $$($(PY) -c "import xdist" 2>/dev/null && echo "-n 2")
+	$(PY) -m pytest $(XDIST)
 
 test-gpu: $(VENV)/.ready
 	$(PY) -m pytest -m gpu

@@ -25,18 +25,18 @@ from grader.spec import Part
 
 def kernel_base(name: str) -> str:
     """A kernel's name without return type, template arguments and parameters: how a demangled
-    name from the profiler and one from the student's library are compared."""
+    name from the profiler and one from the student's library are compared. Template arguments
+    may hold parentheses (cu++filt writes `k<(int)32>`), so they go before the parameters do."""
     name = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
-    name = name.split("(", 1)[0]
-    while name.endswith(">") and "<" in name:
-        depth, cut = 0, len(name)
-        for i in range(len(name) - 1, -1, -1):
-            depth += {">": 1, "<": -1}.get(name[i], 0)
-            if depth == 0:
-                cut = i
-                break
-        name = name[:cut]
-    return name.strip()
+    depth, kept = 0, []
+    for char in name:
+        if char in "<>":
+            depth += 1 if char == "<" else -1
+        elif depth == 0 and char == "(":
+            break  # the parameter list
+        elif depth == 0:
+            kept.append(char)
+    return "".join(kept).strip()
 
 
 def harness_tampering(activity: Activity | None) -> Verdict | None:

@@ -127,8 +127,10 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
 def target_verdict(case: Case, activity: Activity) -> Verdict | None:
     """CPU tier: what the GPU will say of a kernel the interpreter ran happily (gpu_target.py)."""
     for report in activity.targets:
-        if report.autotuned and not report.ok and any(r.ok for r in activity.targets if r.kernel == report.kernel):
-            continue  # the GPU's autotuner skips a config that does not compile or fit, when another one does
+        if report.autotuned and not report.ok and report.skippable and any(
+            r.ok for r in activity.targets if r.kernel == report.kernel
+        ):
+            continue  # the GPU's autotuner skips a config that runs out of resources, when another one fits
         if not report.ok:
             return Verdict("compile_error", f"{report.kernel} ({report.where}) runs in the interpreter but does not "
                            f"compile for the GPU, which will refuse it: {report.error}")  # fmt: skip

@@ -155,6 +155,7 @@ class TargetReport:
     registers: int = 0
     spills: int = 0
     autotuned: bool = False  # launched by an autotuner with several configs (the GPU skips one that does not fit)
+    skippable: bool = False  # its compile error is one the GPU's autotuner skips a config for (out of resources)
     missing_allocator: bool = False  # in-kernel tensor descriptors without triton.set_allocator
 
 

@@ -72,20 +72,15 @@ def submission_dir(request) -> Path:
     return Path(request.config.getoption("--submission")).resolve()
 
 
-# Test modules whose tests share a costly module-scoped fixture (a whole batch, the solutions'
-# grading, a release bundle's own `make test`): under pytest-xdist (`make test` runs two workers)
-# each such module goes to one worker whole, so its fixture is built once; every other test is
-# scheduled on its own.
-SHARED_FIXTURE_MODULES = {p.name for p in TESTS.glob("test_*.py") if '@pytest.fixture(scope="module")' in p.read_text()}
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    from xdist.scheduler import LoadScopeScheduling
-
-    class OneWorkerPerSharedFixture(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return module if Path(module).name in SHARED_FIXTURE_MODULES else nodeid
-
-    return OneWorkerPerSharedFixture(config, log)
+# Tests that share a costly module-scoped fixture (a whole batch, the solutions' grading, a release
+# bundle's own `make test`) run on one pytest-xdist worker together, so the fixture is built once:
+# each is put in an xdist group named after its module (the Makefile runs `--dist loadgroup`).
+# Every other test, in the same module or not, is scheduled on its own.
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        definitions = getattr(item, "_fixtureinfo", None)
+        shared = definitions and any(
+            defs and defs[-1].scope == "module" for defs in definitions.name2fixturedefs.values()
+        )  # fmt: skip
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -33,7 +33,7 @@ def table(results: Path) -> str:
         same = [name for name in both if cpu[name] == gpu[name]]
         explained = [name for name in both if cpu[name] != gpu[name] and _explained(name, differs)]
         unexplained = len(both) - len(same) - len(explained)
-        why = f"{len(explained)} (physics, named in expect.toml)" if explained else "0"
+        why = f"{len(explained)} (reason in expect.toml)" if explained else "0"
         if unexplained:
             why += f"; {unexplained} UNEXPLAINED"
         tally = lambda verdicts: ", ".join(f"{r} {n}" for r, n in Counter(verdicts[c] for c in both).most_common())

@@ -137,7 +137,11 @@ def test_an_output_too_large_to_send_is_judged_by_its_shape():
 @pytest.mark.parametrize("demangled, base", [("void tiled<4>(float*)", "tiled"),
                                              ("scale_kernel(float const*, float*, long long)", "scale_kernel"),
                                              ("void ns::gemm<float, 128>(float const*, int)", "ns::gemm"),
-                                             ("add_kernel", "add_kernel")])  # fmt: skip
+                                             ("add_kernel", "add_kernel"),
+                                             # cu++filt's spelling of SGEMM_CUDA's kernels on the GPU image
+                                             ("void sgemm_shared_mem_block<(int)32>(int, int, float, const float *)",
+                                              "sgemm_shared_mem_block"),
+                                             ("void sgemm2DBlocktiling<(int)64, (int)64, (int)8>(int)", "sgemm2DBlocktiling")])  # fmt: skip
 def test_kernel_names_compare_without_templates_and_parameters(demangled, base):
     assert integrity.kernel_base(demangled) == base
 

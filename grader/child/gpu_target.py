@@ -82,6 +82,7 @@ class KernelReport:
     tf32_dots: int = 0  # tl.dot on float32 operands that the GPU runs in TF32
     missing_allocator: bool = False  # needs global scratch (in-kernel descriptors): no triton.set_allocator
     autotuned: bool = False  # only launched by a several-config @triton.autotune (see `launches`)
+    skippable: bool = False  # an error the GPU's autotuner skips a config for (_autotuner_skips)
     seconds: float = 0.0  # time the compilation took here
 
     @property
@@ -342,7 +343,11 @@ def _set_or_delete(obj, name: str, value) -> None:
 
 def _compile(key: tuple, target: Target) -> Compilation:
     launch = _launches[key]
-    if (key, target) not in _compilations:
+    known = _compilations.get((key, target))
+    # A failure is not kept, as Triton keeps none on the GPU: each launch there compiles again, and
+    # may then succeed (a kernel referencing a plain function fails its first compile only, once
+    # Triton has cached a placeholder hash for it).
+    if known is None or not known.report.compiled:
         _compilations[(key, target)] = _compile_once(launch, target)
     compilation = _compilations[(key, target)]
     report = compilation.report
@@ -368,6 +373,7 @@ def _compile_once(launch: _Launch, target: Target) -> Compilation:
     except Exception as error:
         report.seconds = time.perf_counter() - started
         report.error, report.error_line = _compiler_message(error, report.line)
+        report.skippable = isinstance(error, _autotuner_skips())
         return Compilation(report, exception=error)
     report.seconds = time.perf_counter() - started
     report.compiled, report.shared_bytes = True, kernel.metadata.shared
@@ -375,6 +381,15 @@ def _compile_once(launch: _Launch, target: Target) -> Compilation:
     report.registers, report.spills = _resource_usage(kernel)
     report.tf32_dots = tf32_dots(kernel.asm.get("ttir", ""))
     return Compilation(report, kernel)
+
+
+def _autotuner_skips() -> tuple[type, ...]:
+    """The errors on which Triton 3.6's Autotuner._bench gives a config an infinite time and goes on
+    with the others; any other error of one config ends the whole launch."""
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    return OutOfResources, CompileTimeAssertionFailure, PTXASError
 
 
 def _needs_scratch(kernel) -> bool:

@@ -232,9 +232,13 @@ def install(student_root: Path, sanctioned: set, boundary: set) -> tuple[Callabl
 def sanctioned_entries() -> set:
     """The library functions student code may call even though they do what the hook refuses:
     launching a Triton kernel (compiling it, loading its launcher, calling the driver)."""
+    from triton.compiler.compiler import CompiledKernel
     from triton.runtime import autotuner, jit
 
-    entries = {jit.JITFunction.run, jit.KernelInterface.__getitem__, autotuner.Autotuner.run, autotuner.Heuristics.run}
+    # CompiledKernel._init_handles loads a kernel compiled by `kernel.warmup(...)` (building its
+    # launcher in Triton's cache), which Triton's second tutorial calls itself.
+    entries = {jit.JITFunction.run, jit.KernelInterface.__getitem__, autotuner.Autotuner.run, autotuner.Heuristics.run,
+               CompiledKernel._init_handles}  # fmt: skip
     codes = {getattr(f, "__code__", None) for f in entries}
     for code in list(codes):  # the lambda that `kernel[grid]` returns lives among its function's constants
         codes.update(c for c in getattr(code, "co_consts", ()) if hasattr(c, "co_filename"))

@@ -2,7 +2,8 @@
 
 Both launch paths (`kernel[grid](...)`, and autotuned or heuristic wrappers) end in the `run`
 method of a JITFunction, or of an InterpretedFunction under TRITON_INTERPRET=1, so one wrapper
-on each sees them all. "Own" means defined in the student's files: a kernel borrowed from a
+on each sees them; a kernel compiled ahead by `kernel.warmup(...)` and launched as
+`compiled[grid](...)` is logged by a wrapper on CompiledKernel.__getitem__. "Own" means defined in the student's files: a kernel borrowed from a
 library is not the student's work. On the GPU the profiler's kernel records are the proof that
 a launch ran (judging.py compares the two); under the interpreter the log is all there is, and
 each launch is also handed to `on_interpreted_launch` (the CPU tier compiles it for the GPU).
@@ -62,7 +63,16 @@ def install(own_root: Path, on_interpreted_launch: Callable | None = None) -> se
         if not getattr(cls.run, "_graded", False):
             cls.run = _logged(cls.run, recorder, hook)
         wrappers.add(cls.run.__code__)
+    from triton.compiler.compiler import CompiledKernel
+
+    if not getattr(CompiledKernel.__getitem__, "_graded", False):
+        CompiledKernel.__getitem__ = _logged_compiled(CompiledKernel.__getitem__, recorder)
+    wrappers |= {CompiledKernel.__getitem__.__code__, *_nested_codes(CompiledKernel.__getitem__.__code__)}
     return wrappers
+
+
+def _nested_codes(code) -> set:
+    return {c for c in code.co_consts if hasattr(c, "co_filename")}
 
 
 def _logged(run, recorder: LaunchLog, hook: Callable | None):
@@ -75,3 +85,21 @@ def _logged(run, recorder: LaunchLog, hook: Callable | None):
 
     run_and_log._graded = True
     return run_and_log
+
+
+def _logged_compiled(getitem, recorder: LaunchLog):
+    """The second launch path: `kernel.warmup(...)` returns a compiled kernel, and Triton's fused
+    tutorial 02 launches it by `compiled[grid](...)`, which never passes through `run`."""
+
+    def launch_logged(self, grid):
+        runner = getitem(self, grid)
+
+        def run_logged(*args, **kwargs):
+            if _LOGS:
+                recorder.record(getattr(self.src, "fn", None) or self)
+            return runner(*args, **kwargs)
+
+        return run_logged
+
+    launch_logged._graded = True
+    return launch_logged

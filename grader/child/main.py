@@ -102,7 +102,7 @@ def _target_reports(device: str):
 
     def reports() -> list[TargetReport]:
         return [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit, r.tf32_dots,
-                             r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator)
+                             r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator, r.skippable)
                 for r in gpu_target.compile_all()]  # fmt: skip
 
     return reports

@@ -39,6 +39,11 @@ _reset_peak = torch.cuda.reset_peak_memory_stats
 _perf_counter = time.perf_counter
 
 
+# Triton's errors for a kernel it cannot build or run, their subclasses included (an unsupported
+# construct such as `break` is a CompilationError's UnsupportedLanguageConstruct on the GPU).
+TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources", "PTXASError"}
+
+
 def call(fn: Callable, *args, **kwargs):
     """Where the harness hands control to student code."""
     return fn(*args, **kwargs)
@@ -59,7 +64,7 @@ def classify(error: BaseException, root: Path) -> Failure:
         "can't allocate memory" in lowered
     ):
         reason = "out_of_memory"
-    elif type(error).__name__ in ("CompilationError", "InterpreterError", "OutOfResources") or (
+    elif {kind.__name__ for kind in type(error).__mro__} & TRITON_COMPILE_ERRORS or (
         text.startswith("RuntimeError: Unsupported function referenced")  # Triton's JIT, finding a plain Python call
     ):
         # Under TRITON_INTERPRET=1 a kernel body runs as Python, so what the compiler would
