@@ -3,14 +3,23 @@
 Both launch paths (`kernel[grid](...)`, and autotuned or heuristic wrappers) end in the `run`
 method of a JITFunction, or of an InterpretedFunction under TRITON_INTERPRET=1, so one wrapper
 on each sees them; a kernel compiled ahead by `kernel.warmup(...)` and launched as
-`compiled[grid](...)` is logged by a wrapper on CompiledKernel.__getitem__. "Own" means defined in the student's files: a kernel borrowed from a
-library is not the student's work. On the GPU the profiler's kernel records are the proof that
-a launch ran (judging.py compares the two); under the interpreter the log is all there is, and
-each launch is also handed to `on_interpreted_launch` (the CPU tier compiles it for the GPU).
-"""
+`compiled[grid](...)` is logged by a wrapper on CompiledKernel.__getitem__. "Own" means defined
+in the student's files: a kernel borrowed from a library is not the student's work.
 
+A launch counts only if its grid has programs. Triton's launcher skips a grid with none, so a
+kernel "launched" on `(0,)` runs nothing; counted, it would vouch for a kernel of the same name
+that something else ran (torch's jiterator names its kernels `<name>_vectorized8_kernel`). The
+grid a `run` ends up with (a callable grid is evaluated inside it) is read where Triton hands it
+on: CompiledKernel.launch_metadata on the GPU, the interpreter's set_grid_dim on the CPU.
+
+On the GPU the profiler's kernel records are the proof that a launch ran (judging.py compares
+the two); under the interpreter the log is all there is, and each launch is also handed to
+`on_interpreted_launch` (the CPU tier compiles it for the GPU).
+"""
 from __future__ import annotations
 
+import math
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Callable
@@ -18,6 +27,13 @@ from typing import Callable
 from grader.messages import LaunchCount
 
 _LOGS: list[Counter] = []  # the calls being monitored, innermost last
+_RUNS = threading.local()  # .open: the runs under way on this thread, innermost last
+
+
+class _Run:
+    """One `run` under way: the programs its grid turned out to have (None until Triton says)."""
+
+    programs: int | None = None
 
 
 class LaunchLog:
@@ -57,7 +73,7 @@ def install(own_root: Path, on_interpreted_launch: Callable | None = None) -> se
 
         classes[InterpretedFunction] = on_interpreted_launch
     except ImportError:
-        pass
+        InterpretedFunction = None
     wrappers = set()
     for cls, hook in classes.items():
         if not getattr(cls.run, "_graded", False):
@@ -68,6 +84,15 @@ def install(own_root: Path, on_interpreted_launch: Callable | None = None) -> se
     if not getattr(CompiledKernel.__getitem__, "_graded", False):
         CompiledKernel.__getitem__ = _logged_compiled(CompiledKernel.__getitem__, recorder)
     wrappers |= {CompiledKernel.__getitem__.__code__, *_nested_codes(CompiledKernel.__getitem__.__code__)}
+    if not getattr(CompiledKernel.launch_metadata, "_graded", False):
+        CompiledKernel.launch_metadata = _grid_reader(CompiledKernel.launch_metadata, lambda grid, *_: grid)
+    wrappers.add(CompiledKernel.launch_metadata.__code__)
+    if InterpretedFunction is not None:
+        from triton.runtime.interpreter import InterpreterBuilder
+
+        if not getattr(InterpreterBuilder.set_grid_dim, "_graded", False):
+            InterpreterBuilder.set_grid_dim = _grid_reader(InterpreterBuilder.set_grid_dim, lambda *grid: grid)
+        wrappers.add(InterpreterBuilder.set_grid_dim.__code__)
     return wrappers
 
 
@@ -75,13 +100,40 @@ def _nested_codes(code) -> set:
     return {c for c in code.co_consts if hasattr(c, "co_filename")}
 
 
+def _open_runs() -> list[_Run]:
+    if not hasattr(_RUNS, "open"):
+        _RUNS.open = []
+    return _RUNS.open
+
+
+def _grid_reader(method, grid_of: Callable):
+    """Wrap the method Triton calls with a launch's final grid: note its programs for the run
+    under way. Called outside a run (by student code, say), it notes nothing."""
+
+    def read_grid(self, *args):
+        runs = _open_runs()
+        if runs and runs[-1].programs is None:
+            runs[-1].programs = math.prod(grid_of(*args))
+        return method(self, *args)
+
+    read_grid._graded = True
+    return read_grid
+
+
 def _logged(run, recorder: LaunchLog, hook: Callable | None):
     def run_and_log(self, *args, grid, warmup, **kwargs):
-        if not warmup and _LOGS:
-            recorder.record(self)
-            if hook is not None:
-                hook(self, args, kwargs, grid)
-        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        if warmup or not _LOGS:
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        if hook is not None:
+            hook(self, args, kwargs, grid)
+        runs, current = _open_runs(), _Run()
+        runs.append(current)
+        try:
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            runs.remove(current)
+            if current.programs:  # None: the run stopped before launching (a compile error, a grid that raised)
+                recorder.record(self)
 
     run_and_log._graded = True
     return run_and_log
@@ -95,7 +147,7 @@ def _logged_compiled(getitem, recorder: LaunchLog):
         runner = getitem(self, grid)
 
         def run_logged(*args, **kwargs):
-            if _LOGS:
+            if _LOGS and math.prod(grid) > 0:
                 recorder.record(getattr(self.src, "fn", None) or self)
             return runner(*args, **kwargs)
 
