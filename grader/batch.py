@@ -27,7 +27,7 @@ import grader
 from grader import intake, summary
 from grader.environment import DeviceError, describe, resolve_device
 from grader.gradebook import Entry, Gradebook, Key
-from grader.grading import Settings, grade_assignment
+from grader.grading import Phases, Settings, grade_assignment
 from grader.intake import Submission
 from grader.report import plain
 from grader.results import TestResult
@@ -83,9 +83,11 @@ def secret_salt() -> str:
 
 def grade_task(assignment: Assignment, folder: str, device: str, salt: str) -> tuple[list[TestResult], dict, float]:
     """One (student, assignment), run on a worker: the grading core, unchanged."""
-    started = time.monotonic()
-    tests = grade_assignment(assignment, Path(folder), Settings(device=device, salt=salt))
-    return tests, describe(device, salted=bool(salt)), time.monotonic() - started
+    started, phases = time.monotonic(), Phases()
+    tests = grade_assignment(assignment, Path(folder), Settings(device=device, salt=salt), phases)
+    environment = describe(device, salted=bool(salt))
+    environment["phases"] = f"{assignment.name}: {phases.line()}"
+    return tests, environment, time.monotonic() - started
 
 
 def visible_gpus() -> list[str]:

@@ -57,7 +57,25 @@ def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
     return results
 
 
-def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget) -> dict[str, TaskResult]:
+class Phases(dict):
+    """Seconds one grading spent in each phase: `start` (children starting: the sandbox and the
+    harness's imports), `build` (nvcc), `correctness` and `timing` (the children's time after
+    their start: importing the student's file, compiling, autotuning and running)."""
+
+    def add(self, phase: str, seconds: float) -> None:
+        self[phase] = self.get(phase, 0.0) + seconds
+
+    def add_child(self, phase: str, run: isolation.ChildRun) -> None:
+        start = run.ready_s if run.ready_s is not None else run.seconds
+        self.add("start", start)
+        self.add(phase, max(run.seconds - start, 0.0))
+
+    def line(self) -> str:
+        return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
+
+
+def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget, phases: Phases,
+              phase: str) -> dict[str, TaskResult]:
     """Every task's outcome: a child's report, or the reason it never reported."""
     results: dict[str, TaskResult] = {}
     pending = list(tasks)
@@ -65,6 +83,7 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget)
         if not pending or budget.left() <= 0:
             break
         run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left())
+        phases.add_child(phase, run)
         results.update(_collect(run))
         pending = [t for t in pending if t.id not in results]
         if not pending:
@@ -108,16 +127,18 @@ class AssignmentGrading:
         sandboxed = settings.sandbox and not sandbox.probe().startswith("none")
         self.view = sandbox.View([self.copy_root, self.libraries], self.cwd, 0) if sandboxed else None
         self.job = Job(str(assignment.directory), str(self.copy_root), self.device, 0, "", [])
+        self.phases = Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
 
     def seed(self, part: Part, kind: str, index: int) -> int:
         return cases.seed_for(self.assignment, part, kind, index, self.settings.salt)
 
     def run(self) -> list[TestResult]:
         builds = {part.name: self.build(part) for part in self.assignment.parts if part.is_cuda}
+        self.phases.add("build", sum(build.seconds for build in builds.values()))
         self.job.libraries = self.private_libraries(builds)
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
-        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget)
+        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness")
         tests: list[TestResult] = []
         for part in self.assignment.parts:
             cases_verdicts = self.case_verdicts(part, builds.get(part.name), tasks, results)
@@ -233,7 +254,7 @@ class AssignmentGrading:
             return [self.test(part, "performance", label, verdict, 0.0, points) for label in labels]
         tasks = [self.task(part, "bench", i, case) for i, case in enumerate(part.benchmarks)]
         self.settings.progress(f"{self.assignment.name}: timing {part.name} on {len(tasks)} shapes")
-        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget)
+        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing")
         tests = []
         for task, label in zip(tasks, labels):
             case = part.benchmarks[task.index]
@@ -243,18 +264,25 @@ class AssignmentGrading:
         return tests
 
 
-def grade_assignment(assignment: Assignment, submission: Path, settings: Settings) -> list[TestResult]:
+def grade_assignment(assignment: Assignment, submission: Path, settings: Settings,
+                     phases: Phases | None = None) -> list[TestResult]:
+    """The tests of one assignment; `phases`, if given, receives where its time went."""
     grading = AssignmentGrading(assignment, submission, settings)
     try:
         return grading.run()
     finally:
+        if phases is not None:
+            phases.update(grading.phases)
         shutil.rmtree(grading.workdir, ignore_errors=True)  # outputs of large cases weigh gigabytes
 
 
 def grade_submission(submission: Path, assignments: list[Assignment], settings: Settings) -> Grade:
     started = time.monotonic()
     tests: list[TestResult] = []
+    spent = {}
     for assignment in assignments:
-        tests.extend(grade_assignment(assignment, submission, settings))
+        spent[assignment.name] = Phases()
+        tests.extend(grade_assignment(assignment, submission, settings, spent[assignment.name]))
     environment = describe(settings.device, salted=bool(settings.salt))
+    environment["phases"] = "; ".join(f"{name}: {phases.line()}" for name, phases in spent.items())
     return Grade(str(submission), tests, environment, time.monotonic() - started)

@@ -90,6 +90,8 @@ class ChildRun:
     limit_hit: tuple[str, str] | None = None  # (reason, message) when the parent killed it for a limit
     violation: ProtocolError | None = None  # what ended the reading of the channel early
     ready: bool = False  # the harness was up before any student code ran
+    began: float = 0.0  # time.monotonic() when the child was started
+    ready_s: float | None = None  # seconds from start until the harness was up (the sandbox, torch's import)
     started: list[str] = field(default_factory=list)
     outcomes: dict[str, Done] = field(default_factory=dict)
     outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
@@ -149,7 +151,7 @@ class _Channel(threading.Thread):
     def take(self, frame: messages.Frame) -> None:
         message, run = frame.message, self.run_
         if isinstance(message, Hello):
-            run.ready = True
+            run.ready, run.ready_s = True, time.monotonic() - run.began
         elif isinstance(message, Start) and message.task in self.tasks:
             run.started.append(message.task)
         elif isinstance(message, Output) and message.task == run.in_flight:
@@ -196,14 +198,15 @@ def copy_submission(source: Path, destination: Path) -> None:
         shutil.copyfile(path, target)
 
 
-def child_environment(device: str, scratch: Path) -> dict[str, str]:
-    """`scratch` is the child's own writable folder: its private /tmp in the sandbox."""
+def child_environment(device: str, scratch: Path, compiled: Path | None = None) -> dict[str, str]:
+    """`scratch` is the child's own writable folder: its private /tmp in the sandbox. `compiled`
+    is Triton's cache, shared by the children of one grading (compiled_cache)."""
     # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
-    # Triton's cache of compiled kernels, private to this child: a shared one would let one
-    # submission plant a binary under the key of another's (say, a verbatim tutorial) kernel.
-    env.update(TRITON_CACHE_DIR=str(scratch / "triton-cache"), TRITON_HOME=str(scratch))
+    env.update(TRITON_CACHE_DIR=str(compiled or scratch / "triton-cache"), TRITON_HOME=str(scratch))
+    if compiled is not None:
+        env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a timing child reuses them
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -218,6 +221,19 @@ def limits_of(assignment_dir: str) -> tuple[Limits, float, int]:
     assignment = load_assignment(Path(assignment_dir))
     limits = Limits(int(assignment.host_memory_gib * 2**30), assignment.max_processes)
     return limits, assignment.gpu_memory_gib, int(assignment.scratch_gib * 2**30)
+
+
+def compiled_cache(workdir: Path) -> Path:
+    """Triton's cache for every child of one grading (one submission, one assignment): the
+    correctness child and each part's timing child compile and autotune the same kernels, and
+    with a cache of their own each did it again. It lives in the grading's private workdir, so
+    it is never another student's: a shared one would let one submission plant a binary under
+    the key of another's (say, a verbatim tutorial) kernel. What a student plants in it reaches
+    only their own later children, whose every timed output is still checked against torch.
+    Its size counts against the assignment's `scratch_gib` (the watchdog)."""
+    cache = workdir / "compiled"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    return cache
 
 
 _subreaper = False
@@ -273,17 +289,20 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     lifeline, held = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline)]
     seccomp = sandbox.seccomp_filter() if view else None
+    compiled = compiled_cache(workdir)
     if view is not None:
         view.scratch_bytes = scratch
-        argv, env = sandbox.command(inner, view, seccomp), child_environment(job.device, Path("/tmp"))
+        argv = sandbox.command(inner, view, seccomp, compiled)
+        env = child_environment(job.device, Path("/tmp"), compiled)
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
         own.mkdir(mode=0o700)
-        argv, env = inner, child_environment(job.device, own)
+        argv, env = inner, child_environment(job.device, own, compiled)
     run = ChildRun()
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
     started, before = time.monotonic(), children()
+    run.began = started
     process = subprocess.Popen(argv, pass_fds=tuple(f for f in (lifeline, seccomp, write_fd) if f is not None),
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                cwd=job.submission_dir if view is None else "/", env=env,
@@ -291,7 +310,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     _live_children.add(process.pid)
     for fd in (write_fd, lifeline) + ((seccomp,) if seccomp is not None else ()):
         os.close(fd)
-    watchdog = Watchdog(process.pid, limits, before)
+    watchdog = Watchdog(process.pid, limits, before, disk=(compiled, scratch))
     channel = _Channel(read_fd, key, outputs, job.tasks, run, lambda: watchdog.kill_all())
     out, err = _Capture(process.stdout), _Capture(process.stderr)
     for thread in (watchdog, channel, out, err):

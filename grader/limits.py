@@ -24,8 +24,10 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 POLL_S = 0.05
+DISK_EVERY = 20  # polls between two walks of a folder on disk (once a second)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -63,6 +65,19 @@ def _scratch_bytes(pid: int) -> int:
     return used
 
 
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder` (links not followed); files that vanish while it
+    looks count nothing."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
 def _descends(pid: int, ancestor: int, stats: dict) -> bool:
     for _ in range(64):
         parent = stats.get(pid, (0,))[0]
@@ -84,9 +99,12 @@ def _namespace(pid: int | str, link: str = "pid") -> str | None:
 class Watchdog(threading.Thread):
     """Watches the processes of one child (`leader`, a session leader) until stopped."""
 
-    def __init__(self, leader: int, limits: Limits, known: set[int] | None = None):
+    def __init__(self, leader: int, limits: Limits, known: set[int] | None = None,
+                 disk: tuple[Path, int] | None = None):
         super().__init__(daemon=True, name=f"limits-{leader}")
         self.leader, self.limits = leader, limits
+        self.disk = disk  # a folder on the host's disk that the child may write, and its limit in bytes
+        self.polls = 0
         # Processes reparented to this one (the grader is a subreaper) that were not its children
         # before the child started: daemons the child left behind, whatever session they made.
         self.known = known
@@ -124,6 +142,13 @@ class Watchdog(threading.Thread):
             limit = self.limits.host_memory_bytes / 2**30
             return "out_of_memory", (f"its processes held {used / 2**30:.2f} GiB of host memory, over the "
                                      f"assignment's limit of {limit:g} GiB (host_memory_gib)")  # fmt: skip
+        self.polls += 1
+        if self.disk and self.polls % DISK_EVERY == 0:
+            folder, limit = self.disk
+            written = folder_bytes(folder)
+            if written > limit:
+                return "out_of_memory", (f"its compiled kernels took {written / 2**30:.2f} GiB of disk, over the "
+                                         f"assignment's limit of {limit / 2**30:g} GiB (scratch_gib)")  # fmt: skip
         return None
 
     def run(self) -> None:

@@ -130,14 +130,17 @@ def _device_arguments(scratch_bytes: int) -> list[str]:
     return arguments + ["--size", str(scratch_bytes), "--tmpfs", "/tmp"]
 
 
-def command(child: list[str], view: View, seccomp_fd: int | None) -> list[str]:
+def command(child: list[str], view: View, seccomp_fd: int | None, shared: Path | None = None) -> list[str]:
     """`child` wrapped in bwrap with the given view. The paths under /tmp are bound after the
-    private /tmp is made, so a grader or a venv that lives there stays in sight."""
+    private /tmp is made, so a grader or a venv that lives there stays in sight. `shared` is
+    bound writable: the one folder the children of one grading share (compiled kernels)."""
     arguments = [bwrap() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
                  "--new-session", "--cap-drop", "ALL", *_system_arguments(), *_device_arguments(view.scratch_bytes)]  # fmt: skip
     for path in [*python_paths(), REPO_ROOT / "grader", REPO_ROOT / "assignments", *view.readable]:
         if path.exists():
             arguments += ["--ro-bind", str(path), str(path)]
+    if shared is not None:
+        arguments += ["--bind", str(shared), str(shared)]
     for name, value in view.env.items():
         arguments += ["--setenv", name, value]
     if seccomp_fd is not None:

@@ -36,6 +36,9 @@ def student_grade(student: str, entries: list[Entry]) -> Grade:
     tests = [t for e in entries for t in e.tests]
     environment = dict(entries[0].environment) if entries else {}
     environment["submission_hashes"] = {e.key.assignment: e.key.submission_hash for e in entries}
+    phases = [e.environment["phases"] for e in entries if e.environment.get("phases")]
+    if phases:
+        environment["phases"] = "; ".join(phases)
     return Grade(student, tests, environment, sum(e.seconds for e in entries))
 
 

@@ -294,3 +294,44 @@ def test_the_watchdog_survives_a_process_that_vanishes_while_it_looks(monkeypatc
         assert child.wait(timeout=10) == -9, "the process over the limit was killed"
     finally:
         child.kill()
+
+
+def test_compiled_kernels_on_disk_count_against_the_scratch_limit(tmp_path):
+    """The one folder a grading's children share on the host's disk (Triton's cache) is no way
+    around `scratch_gib`: the watchdog weighs it and stops the child past the limit."""
+    shared = isolation.compiled_cache(tmp_path)
+    (shared / "kernel.cubin").write_bytes(b"\0" * 4096)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        ample = limits.Limits(host_memory_bytes=64 << 30, max_processes=16)
+        watchdog = limits.Watchdog(child.pid, ample, set(), disk=(shared, 1024))
+        watchdog.start()
+        watchdog.join(timeout=10)
+        assert watchdog.verdict is not None, "4 KiB of compiled kernels over a 1 KiB limit went unseen"
+        reason, message = watchdog.verdict
+        assert reason == "out_of_memory" and "scratch_gib" in message and "disk" in message, watchdog.verdict
+        assert child.wait(timeout=10) == -9
+    finally:
+        child.kill()
+
+
+def test_a_gradings_children_share_one_triton_cache_and_no_other_grading_sees_it(tmp_path):
+    """Compiled once per grading: every child of one grading (correctness, then each part's timing)
+    gets the same Triton cache and autotuning cache, in that grading's private folder."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    env = [isolation.child_environment("cuda", Path("/tmp"), isolation.compiled_cache(w)) for w in (first, first, second)]
+    assert env[0]["TRITON_CACHE_DIR"] == env[1]["TRITON_CACHE_DIR"] == str(first / "compiled")
+    assert env[2]["TRITON_CACHE_DIR"] == str(second / "compiled")
+    assert env[0]["TRITON_CACHE_AUTOTUNING"] == "1"
+    assert (first / "compiled").stat().st_mode & 0o777 == 0o700
+
+
+def test_each_grade_says_where_its_time_went():
+    result = grade(SUBMISSIONS.parent.parent / "solutions", ["vector_add"])
+    phases = result.environment["phases"]
+    assert phases.startswith("vector_add: start "), phases
+    seconds = dict(re.findall(r"(\w+) ([\d.]+) s", phases))
+    assert set(seconds) == {"start", "build", "correctness", "timing"}, phases
+    assert float(seconds["start"]) > 0 and float(seconds["correctness"]) > 0
+    assert sum(map(float, seconds.values())) <= result.seconds + 0.5, (phases, result.seconds)

@@ -122,3 +122,30 @@ def test_the_scratch_space_is_capped(tmp_path):
     done = _run(FILL_THE_SCRATCH, tmp_path, scratch=32 << 20)
     code, written = done.stdout.split()
     assert code == "ENOSPC" and int(written) <= 32, done.stdout
+
+
+SHARED = r"""
+import errno, json, os, sys
+seen = {}
+for path in (os.path.join(sys.argv[1], "kernel.cubin"), os.path.join(sys.argv[2], "planted")):
+    try:
+        open(path, "w").write("x"); seen[path] = "written"
+    except OSError as error:
+        seen[path] = errno.errorcode[error.errno]
+print(json.dumps(seen))
+"""
+
+
+@requires_sandbox
+def test_the_gradings_shared_folder_is_the_only_new_place_a_child_can_write(tmp_path):
+    shared, shown = tmp_path / "compiled", tmp_path / "shown"
+    shared.mkdir(), shown.mkdir()
+    (shown / "attack.py").write_text(SHARED)
+    view = sandbox.View([shown], shown, 64 << 20)
+    command = sandbox.command([sys.executable, "-I", str(shown / "attack.py"), str(shared), str(shown)], view, None,
+                              shared)  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen[str(shared / "kernel.cubin")] == "written" and (shared / "kernel.cubin").exists()
+    assert seen[str(shown / "planted")] == "EROFS" and not (shown / "planted").exists()
