@@ -1,7 +1,7 @@
 """Grading one submission: for each assignment, two phases in child processes, judged here.
 
 Phase 1 runs every correctness case of the tier in a child and judges each output. Phase 2
-(GPU only) times the parts whose correctness passed, in a new child. Points: a part's
+(GPU only) times the parts whose correctness passed, all in one new child. Points: a part's
 correctness points are split evenly over the cases of the tier, its performance points over
 its benchmarks. Each part also gets a zero-point `build` test saying whether its file loaded.
 """
@@ -74,9 +74,11 @@ class Phases(dict):
         return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
 
 
-def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget, phases: Phases,
-              phase: str) -> dict[str, TaskResult]:
-    """Every task's outcome: a child's report, or the reason it never reported."""
+def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget, phases: Phases | None = None,
+              phase: str = "correctness") -> dict[str, TaskResult]:
+    """Every task's outcome: a child's report, or the reason it never reported. Each child's
+    seconds go to `phases` under `phase`."""
+    phases = Phases() if phases is None else phases
     results: dict[str, TaskResult] = {}
     pending = list(tasks)
     for _ in range(MAX_CHILDREN):
@@ -139,14 +141,28 @@ class AssignmentGrading:
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness")
+        judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
+                  for part in self.assignment.parts}  # fmt: skip
+        timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()})
         tests: list[TestResult] = []
         for part in self.assignment.parts:
-            cases_verdicts = self.case_verdicts(part, builds.get(part.name), tasks, results)
-            verdicts = [v for _, v in cases_verdicts]
+            verdicts = [v for _, v in judged[part.name]]
             tests.append(self.build_test(part, builds.get(part.name), verdicts))
-            tests.extend(self.case_tests(part, cases_verdicts))
-            tests.extend(self.performance_tests(part, verdicts, builds.get(part.name)))
+            tests.extend(self.case_tests(part, judged[part.name]))
+            tests.extend(self.performance_tests(part, verdicts, timed))
         return tests
+
+    def time_parts(self, verdicts: dict[str, list[Verdict]]) -> dict[str, TaskResult]:
+        """Phase 2: every benchmark of every part whose correctness passed, in one new child (a
+        child's start, on a GPU, costs about 9 s: one per part was most of a grading's time)."""
+        if self.device != "cuda":
+            return {}
+        ready = [p for p in self.assignment.parts if p.benchmarks and all(v.ok for v in verdicts[p.name])]
+        tasks = [self.task(part, "bench", i, case) for part in ready for i, case in enumerate(part.benchmarks)]
+        if not tasks:
+            return {}
+        self.settings.progress(f"{self.assignment.name}: timing {', '.join(p.name for p in ready)} on {len(tasks)} shapes")
+        return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing")
 
     def build(self, part: Part) -> cuda_build.Build:
         self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")
@@ -240,7 +256,7 @@ class AssignmentGrading:
             for case, v in cases_verdicts
         ]
 
-    def performance_tests(self, part: Part, verdicts: list[Verdict], build) -> list[TestResult]:
+    def performance_tests(self, part: Part, verdicts: list[Verdict], results: dict[str, TaskResult]) -> list[TestResult]:
         if not part.benchmarks:
             return []
         points = part.performance_points / len(part.benchmarks)
@@ -253,8 +269,6 @@ class AssignmentGrading:
             verdict = Verdict(failed.reason, f"not timed: correctness must pass first ({failed.reason})")
             return [self.test(part, "performance", label, verdict, 0.0, points) for label in labels]
         tasks = [self.task(part, "bench", i, case) for i, case in enumerate(part.benchmarks)]
-        self.settings.progress(f"{self.assignment.name}: timing {part.name} on {len(tasks)} shapes")
-        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing")
         tests = []
         for task, label in zip(tasks, labels):
             case = part.benchmarks[task.index]

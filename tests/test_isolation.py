@@ -37,10 +37,6 @@ def failures(result) -> list:
     return [t for t in result.tests if t.kind == "correctness" and not t.passed]
 
 
-def process_count() -> int:
-    return sum(name.isdigit() for name in os.listdir("/proc"))
-
-
 @requires_sandbox
 def test_the_search_for_solutions_finds_nothing():
     failed = failures(grade(HOSTILE / "searches_for_solutions", ["vector_add"]))
@@ -107,13 +103,13 @@ def test_host_memory_over_the_limit_is_out_of_memory_and_names_the_limit():
 
 
 def test_a_fork_bomb_is_held_by_the_process_limit_and_leaves_nothing_behind():
-    before = process_count()
     started = time.monotonic()
     failed = failures(grade(HOSTILE / "fork_bomb", ["vector_add"], timeout_s=30))
     assert {t.reason for t in failed} == {"crash"}
     assert "max_processes" in failed[0].output, failed[0].output
     assert time.monotonic() - started < 25, "held by the process limit, not by the 30 s timeout"
-    assert process_count() <= before + 2, "processes of the bomb outlived the grading"
+    # Forks of the child keep its command line: any left, here or orphaned, is one of _graders().
+    assert not _graders(), "processes of the bomb outlived the grading"
 
 
 def _flooding_solution(tmp_path: Path) -> Path:
