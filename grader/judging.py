@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader import cases, integrity, numerics
+from grader import cases, diagnosis, integrity, numerics
 from grader.isolation import OutputFile
 from grader.messages import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.numerics import Verdict
@@ -90,8 +90,15 @@ def _numerics(assignment: Assignment, part: Part, case: Case, seed: int, observa
               outputs: dict, device: str) -> tuple[Verdict, dict, torch.Tensor]:  # fmt: skip
     inputs = cases.make_inputs(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
-    verdict = numerics.judge(load_output(observation, outputs, device), reference, cases.DTYPES[case.dtype],
-                             part.tolerance_for(case.dtype), observation.modified_inputs, observation.overrun)  # fmt: skip
+    out, tolerance = load_output(observation, outputs, device), part.tolerance_for(case.dtype)
+    verdict = numerics.judge(out, reference, cases.DTYPES[case.dtype], tolerance, observation.modified_inputs,
+                             observation.overrun)  # fmt: skip
+    if not verdict.ok:
+        found = diagnosis.diagnose(verdict.reason, out, reference, tolerance, inputs,
+                                   lambda changed: cases.reference_output(assignment, part, changed))  # fmt: skip
+        if found:
+            verdict.metrics["diagnosis"] = found[0]
+            verdict.message += f". Likely cause: {found[1]}"
     return verdict, inputs, reference
 
 

@@ -54,6 +54,17 @@ def test_bug_earns_its_reason(folder, tmp_path):
     assert sum(t.score for t in scored) < sum(t.max_score for t in scored), "the bug must cost points"
     for test in failed:
         assert test.output.strip(), "a failure must say what went wrong"
+    assert_diagnoses(failed, expect.get("diagnosis"))
+
+
+def assert_diagnoses(failed: list, wanted: str | None) -> None:
+    """A diagnosis names a cause only where its evidence fits (grader/diagnosis.py): the one the
+    bug's expect.toml names, on at least one case, and never another, nor one it does not name."""
+    diagnosed = {t.name: t.metrics.get("diagnosis") for t in failed}
+    if wanted:
+        assert wanted in diagnosed.values(), f"no case was diagnosed {wanted}: {diagnosed}"
+    others = {n: d for n, d in diagnosed.items() if d not in (None, wanted)}
+    assert not others, f"cases given a diagnosis the bug does not earn: {others}"
 
 
 def test_each_edit_still_applies_to_its_solution(tmp_path):

@@ -1,0 +1,164 @@
+"""Likely causes of a wrong output, named only where the evidence fits.
+
+A failed case already says how wrong the output is and where (numerics.py, locate.py). Some
+bugs leave a signature the grader can test against the very inputs the student received, and
+then the report can name the cause and the fix:
+
+- `tf32`: a float32 output that the reference, recomputed from inputs rounded to TF32 (10
+  mantissa bits, as an NVIDIA tensor core multiplies float32 by default), explains far better
+  than the exact one: `tl.dot` without `input_precision="ieee"`.
+- `rounded`: a float32 output whose every value is a bfloat16 (or float16) value, where the
+  reference's are not: something rounded to the narrow type on the way.
+- `transposed`: the output matches the reference transposed (square) or holds its values in
+  transposed order (the output's strides swapped).
+- `overflow`: non-finite elements only where the inputs are large (|x| >= 8, elementwise or
+  the row's largest), and right elsewhere: an exp that was not kept in range (softmax without
+  max subtraction overflows past 88.7, a tanh written with exp(2y) of GELU's cubic past x ~ 10).
+- `poison_read`: every non-finite element is NaN, some of them where no input is large: the
+  grader fills new memory and the guard cells around each tensor with NaN, and a kernel that
+  reads its output before writing it (`beta * C` with beta = 0) or reads past an input's end
+  (a missing load mask) turns that NaN into its result.
+
+Each test runs only on a failed case. tests/test_diagnosis.py shows each on its signature and
+none on right outputs; each known-wrong submission's expect.toml names the diagnosis it earns
+(`diagnosis`), and test_wrong_submissions.py fails on any other.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from grader.spec import Tolerance
+
+EXPLAINS = 0.2  # the alternative reference must cut the error at least five-fold
+
+
+def _relative(out: torch.Tensor, ref: torch.Tensor) -> float:
+    diff = torch.linalg.vector_norm(out.to(torch.float64) - ref).item()
+    return diff / max(torch.linalg.vector_norm(ref).item(), 1e-300)
+
+
+def round_to_tf32(tensor: torch.Tensor, nearest: bool = True) -> torch.Tensor:
+    """float32 values kept to TF32's 10 mantissa bits: rounded to nearest (ties away from zero,
+    as cvt.rna.tf32.f32 does) or truncated (a tensor core fed float32 ignores the low bits)."""
+    bits = tensor.to(torch.float32).contiguous().view(torch.int32)
+    kept = (((bits + 0x1000) if nearest else bits) & ~0x1FFF).view(torch.float32)
+    return torch.where(torch.isfinite(tensor), kept, tensor.to(torch.float32))
+
+
+def tf32(out: torch.Tensor, ref: torch.Tensor, inputs: dict, reference: Callable[[dict], torch.Tensor]) -> str | None:
+    float32_inputs = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.dtype == torch.float32}
+    if out.dtype != torch.float32 or not float32_inputs:
+        return None
+    exact = _relative(out, ref)
+    for nearest in (True, False):
+        as_tf32 = reference({**inputs, **{k: round_to_tf32(v, nearest) for k, v in float32_inputs.items()}})
+        if _relative(out, as_tf32) <= EXPLAINS * exact:
+            break
+    else:
+        return None
+    return ("the output matches the reference computed from inputs rounded to TF32 (10 of float32's 23 mantissa bits): "
+            "on an NVIDIA GPU a float32 tl.dot multiplies in TF32 unless asked not to; pass input_precision=\"ieee\" "
+            "to tl.dot")  # fmt: skip
+
+
+def rounded(out: torch.Tensor, ref: torch.Tensor) -> str | None:
+    if out.dtype != torch.float32 or out.numel() < 16:
+        return None
+    for narrow, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+        if not torch.equal(out, out.to(narrow).to(torch.float32)):
+            continue
+        representable = (ref == ref.to(narrow).to(torch.float64)).double().mean().item()
+        if representable < 0.5:
+            return (f"every value of the float32 output is a {name} value, where most of the reference's are not: "
+                    f"something rounded to {name} on the way (a cast, a load, tl.dot's output type, the dtype of an "
+                    "accumulator); keep float32 until the store")  # fmt: skip
+    return None
+
+
+def transposed(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> str | None:
+    if ref.dim() < 2 or ref.shape[-1] == 1 or ref.shape[-2] == 1:
+        return None
+    swapped = ref.transpose(-1, -2)
+    if swapped.shape == ref.shape and _relative(out, swapped) <= tol.norm:
+        return ("the output is the reference transposed: rows and columns swapped; check which index goes with "
+                "which stride in the store (or the loads)")  # fmt: skip
+    if _relative(out.reshape(-1), swapped.contiguous().reshape(-1)) <= tol.norm:
+        return ("the output holds the right values in transposed order: element (i, j) was stored where (j, i) "
+                "belongs, with the output's row and column strides swapped")  # fmt: skip
+    return None
+
+
+LARGE = 8.0  # an input this large can overflow an exp on the way (exp(2y) of GELU's cubic at ~10)
+
+
+def _large(out: torch.Tensor, inputs: dict) -> list[torch.Tensor]:
+    """Per output element (as rows x columns), whether an input that lines up with it is large
+    there: an input of the same shape elementwise, and one with as many rows by its row's largest
+    value (a row-wise op such as softmax). One mask per way an input lines up."""
+    rows = out.reshape(-1, out.shape[-1]) if out.dim() else out.reshape(1, 1)
+    found = []
+    for value in inputs.values():
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or not value.dim():
+            continue
+        magnitude = value.detach().abs().to(rows.device)
+        if magnitude.shape == out.shape:
+            found.append((magnitude >= LARGE).reshape(rows.shape))
+        if magnitude.reshape(-1, magnitude.shape[-1]).shape[0] == rows.shape[0]:
+            row_large = magnitude.reshape(rows.shape[0], -1).amax(dim=1) >= LARGE
+            found.append(row_large[:, None].expand(rows.shape))
+    return found
+
+
+def _nonfinite(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    return (~torch.isfinite(out) & torch.isfinite(ref)).reshape(-1, out.shape[-1] if out.dim() else 1)
+
+
+def _only_where_large(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> bool:
+    wrong = _nonfinite(out, ref)
+    return any(not large.all() and not (wrong & ~large).any() for large in _large(out, inputs))
+
+
+def overflow(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> str | None:
+    if not _nonfinite(out, ref).any() or not _only_where_large(out, ref, inputs):
+        return None
+    return (f"NaN or Inf appear only where the inputs reach {LARGE:g} or more, and nowhere else: an exp overflowed "
+            "on the way (float32's exp does past 88.7). Keep its argument in range: subtract the row's maximum "
+            "before exp, or write tanh through exp(-2|y|)")  # fmt: skip
+
+
+def poison_read(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> str | None:
+    wrong = _nonfinite(out, ref).reshape(out.shape)
+    if not wrong.any() or torch.isinf(out[wrong]).any():
+        return None
+    if not _large(out, inputs) or _only_where_large(out, ref, inputs):
+        return None  # an overflow can end in NaN too (inf / inf): no evidence of a read
+    return ("every non-finite element is NaN, the value the grader fills new memory and the guard cells around each "
+            "tensor with (an overflow would give Inf somewhere): the kernel read memory it never wrote, its output "
+            "before writing it (0 * NaN is NaN, so `beta * C` with beta = 0 still reads C) or past the end of an "
+            "input (a load without its mask)")  # fmt: skip
+
+
+def diagnose(reason: str, out: object, ref: torch.Tensor, tol: Tolerance, inputs: dict,
+             reference: Callable[[dict], torch.Tensor]) -> tuple[str, str] | None:  # fmt: skip
+    """(name, sentence) for the first cause whose evidence fits a failed case, or None."""
+    if not isinstance(out, torch.Tensor) or out.is_meta or tuple(out.shape) != tuple(ref.shape):
+        return None
+    out = out.to(ref.device)
+    if reason == "nan_or_inf":
+        for name, test in (("overflow", overflow), ("poison_read", poison_read)):
+            found = test(out, ref, inputs)
+            if found:
+                return name, found
+        return None
+    if reason != "wrong_result" or not torch.isfinite(out).all():
+        return None
+    with torch.no_grad():
+        for name, test in (("transposed", lambda: transposed(out, ref, tol)), ("rounded", lambda: rounded(out, ref)),
+                           ("tf32", lambda: tf32(out, ref, inputs, reference))):  # fmt: skip
+            found = test()
+            if found:
+                return name, found
+    return None
