@@ -11,9 +11,12 @@ then the report can name the cause and the fix:
   reference's are not: something rounded to the narrow type on the way.
 - `transposed`: the output matches the reference transposed (square) or holds its values in
   transposed order (the output's strides swapped).
-- `overflow`: non-finite elements only where the inputs are large (|x| >= 8, elementwise or
-  the row's largest), and right elsewhere: an exp that was not kept in range (softmax without
-  max subtraction overflows past 88.7, a tanh written with exp(2y) of GELU's cubic past x ~ 10).
+- `overflow`: non-finite elements exactly where an input is largest (elementwise, or by the
+  row's largest |x|): all of them at 8 or more, and nearly all elements past the smallest such
+  value wrong too, as an exp past its range makes them (a row-wise Softmax without max
+  subtraction overflows past 88.7, a tanh written with exp(2y) of a GELU's cubic past x ~ 10).
+  A bug that breaks a row by its position (a causal mask's first row) is not an overflow even
+  where that row's inputs happen to be large.
 - `poison_read`: every non-finite element is NaN, some of them where no input is large: the
   grader fills new memory and the guard cells around each tensor with NaN, and a kernel that
   reads its output before writing it (`beta * C` with beta = 0) or reads past an input's end
@@ -92,23 +95,25 @@ def transposed(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> str | No
 
 
 LARGE = 8.0  # an input this large can overflow an exp on the way (exp(2y) of GELU's cubic at ~10)
+UPPER_SHARE = 0.9  # of the elements (rows) at or past the smallest that went non-finite, how many must have
 
 
-def _large(out: torch.Tensor, inputs: dict) -> list[torch.Tensor]:
-    """Per output element (as rows x columns), whether an input that lines up with it is large
-    there: an input of the same shape elementwise, and one with as many rows by its row's largest
-    value (a row-wise op such as softmax). One mask per way an input lines up."""
+def _measures(out: torch.Tensor, inputs: dict) -> list[tuple[torch.Tensor, bool]]:
+    """How large the inputs are at each output element, one measure per way an input lines up
+    with the output: an input of the same shape elementwise (x, -x and |x|: an exp overflows on
+    one side), and one with as many rows by its row's largest |x| (a row-wise op such as Softmax).
+    Each comes as (values over the output's rows x columns, or over its rows; whether per row)."""
     rows = out.reshape(-1, out.shape[-1]) if out.dim() else out.reshape(1, 1)
     found = []
     for value in inputs.values():
         if not isinstance(value, torch.Tensor) or not value.is_floating_point() or not value.dim():
             continue
-        magnitude = value.detach().abs().to(rows.device)
-        if magnitude.shape == out.shape:
-            found.append((magnitude >= LARGE).reshape(rows.shape))
-        if magnitude.reshape(-1, magnitude.shape[-1]).shape[0] == rows.shape[0]:
-            row_large = magnitude.reshape(rows.shape[0], -1).amax(dim=1) >= LARGE
-            found.append(row_large[:, None].expand(rows.shape))
+        value = value.detach().to(rows.device, torch.float64)
+        if value.shape == out.shape:
+            flat = value.reshape(rows.shape)
+            found += [(flat, False), (-flat, False), (flat.abs(), False)]
+        if value.reshape(-1, value.shape[-1]).shape[0] == rows.shape[0]:
+            found.append((value.abs().reshape(rows.shape[0], -1).amax(dim=1), True))
     return found
 
 
@@ -116,15 +121,41 @@ def _nonfinite(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return (~torch.isfinite(out) & torch.isfinite(ref)).reshape(-1, out.shape[-1] if out.dim() else 1)
 
 
-def _only_where_large(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> bool:
+def _overflows_along(wrong: torch.Tensor, measure: torch.Tensor) -> bool:
+    """Whether the wrong elements (or rows) are those where the measure is largest: every one at
+    LARGE or more, and nearly every one at or past the smallest of them wrong too. An overflow
+    starts at a threshold and spares nothing beyond it; a bug that hits a few large rows by their
+    position (the first row of a causal mask, say) leaves larger ones right."""
+    if not wrong.any():
+        return False
+    least = measure[wrong].min()
+    upper = measure >= least
+    return bool(least >= LARGE and (~upper).any() and wrong[upper].double().mean() >= UPPER_SHARE)
+
+
+def _looks_like_overflow(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> bool:
     wrong = _nonfinite(out, ref)
-    return any(not large.all() and not (wrong & ~large).any() for large in _large(out, inputs))
+    return any(_overflows_along(wrong.any(dim=1) if per_row else wrong, measure)
+               for measure, per_row in _measures(out, inputs))  # fmt: skip
+
+
+def _where_none_is_large(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> torch.Tensor | None:
+    """The wrong elements at which no input that lines up with them reaches LARGE, or None where
+    no input lines up (no evidence either way)."""
+    measures = _measures(out, inputs)
+    if not measures:
+        return None
+    wrong = _nonfinite(out, ref)
+    for measure, per_row in measures:
+        large = measure >= LARGE
+        wrong = wrong & ~(large[:, None] if per_row else large)
+    return wrong
 
 
 def overflow(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> str | None:
-    if not _nonfinite(out, ref).any() or not _only_where_large(out, ref, inputs):
+    if not _looks_like_overflow(out, ref, inputs):
         return None
-    return (f"NaN or Inf appear only where the inputs reach {LARGE:g} or more, and nowhere else: an exp overflowed "
+    return (f"NaN or Inf appear where the inputs are largest (from {LARGE:g} up), and nowhere else: an exp overflowed "
             "on the way (float32's exp does past 88.7). Keep its argument in range: subtract the row's maximum "
             "before exp, or write tanh through exp(-2|y|)")  # fmt: skip
 
@@ -133,8 +164,9 @@ def poison_read(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> str | Non
     wrong = _nonfinite(out, ref).reshape(out.shape)
     if not wrong.any() or torch.isinf(out[wrong]).any():
         return None
-    if not _large(out, inputs) or _only_where_large(out, ref, inputs):
-        return None  # an overflow can end in NaN too (inf / inf): no evidence of a read
+    quiet = _where_none_is_large(out, ref, inputs)
+    if quiet is None or not quiet.any():
+        return None  # NaN only where inputs are large: an overflow can end in NaN too (inf / inf)
     return ("every non-finite element is NaN, the value the grader fills new memory and the guard cells around each "
             "tensor with (an overflow would give Inf somewhere): the kernel read memory it never wrote, its output "
             "before writing it (0 * NaN is NaN, so `beta * C` with beta = 0 still reads C) or past the end of an "

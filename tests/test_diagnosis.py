@@ -83,3 +83,21 @@ def test_a_right_output_or_a_wrong_shape_gets_none(product):
     for out in (ref.float(), torch.zeros(3)):
         assert diagnosis.diagnose("wrong_result", out, ref, FLOAT32, inputs, matmul) is None
     assert diagnosis.diagnose("ok", ref.t().float(), ref, FLOAT32, inputs, matmul) is None
+
+
+def test_nan_in_large_rows_by_position_is_neither_overflow_nor_poison():
+    """A causal mask that leaves a head's first query no key makes that row 0 / 0, whatever its
+    inputs; that row is planted large, but larger rows stay right: no exp overflowed there."""
+    generator = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 40, 16, generator=generator)
+    q[:, 0] *= 24
+    q[:, 9] *= 48  # louder than the first rows, and right
+    ref = torch.softmax(q.double() @ q.double().transpose(-1, -2), dim=-1) @ q.double()
+    first_rows = ref.float().clone()
+    first_rows[:, 0] = float("nan")
+    assert diagnosis.diagnose("nan_or_inf", first_rows, ref, FLOAT32, {"q": q}, None) is None
+    loudest = ref.float().clone()
+    loudest[:, 9] = float("nan")
+    loudest[:, 0] = float("nan")
+    found = diagnosis.diagnose("nan_or_inf", loudest, ref, FLOAT32, {"q": q}, None)
+    assert found and found[0] == "overflow"
