@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import cases, cuda_build, integrity, isolation, judging, sandbox
+from grader import cases, cuda_build, integrity, isolation, judging, reasons, sandbox
 from grader.environment import describe
 from grader.judging import TaskResult
 from grader.messages import Failure, Job, Task
@@ -24,7 +24,7 @@ from grader.numerics import Verdict
 from grader.results import Grade, TestResult
 from grader.spec import Assignment, Case, Part
 
-LOAD_REASONS = {"missing_file", "syntax_error", "import_error", "missing_entry_point", "compile_error"}
+LOAD_REASONS = reasons.LOAD
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
 
 

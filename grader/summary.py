@@ -18,16 +18,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import intake, report, stack
+from grader import intake, reasons, report, stack
 from grader.gradebook import Entry
 from grader.results import Grade, possible, write_json
 from grader.spec import REPO_ROOT, Assignment
 from grader.text import csv_cell
 
-# Reasons a person should look at: the code broke the process or the rules, not just the numbers.
-REVIEW_REASONS = (
-    "tampering", "forbidden_op", "no_kernel_launched", "input_modified", "crash", "timeout", "out_of_memory",
-)  # fmt: skip
+REVIEW_REASONS = reasons.REVIEW  # the code broke the process or the rules, not just the numbers
 HISTOGRAM_BINS = 10
 EMPTY_HASH = hashlib.sha256().hexdigest()  # an assignment folder with no files in it
 
