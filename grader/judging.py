@@ -292,6 +292,7 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
     if cheat:
         return Verdict("tampering", cheat, metrics)
     metrics["credit"] = part.performance.credit_for(metrics["ratio"])
+    metrics["tiers"] = [list(tier) for tier in part.performance.tiers]  # (ratio at least, share), best first
     full = part.performance.tiers[0][0]
     text = (f"{metrics['student_ms']:.4f} ms vs torch {metrics['baseline_ms']:.4f} ms: {metrics['ratio']:.2f}x "
             f"(full credit from {full:.2f}x); ")

@@ -12,15 +12,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import stack
+from grader import glance, reasons, stack
 from grader.text import printable
 
-REASONS = (
-    "ok", "not_implemented", "missing_file", "syntax_error", "import_error", "missing_entry_point",
-    "compile_error", "wrong_shape", "wrong_dtype", "wrong_result", "nan_or_inf", "unwritten_output",
-    "input_modified", "forbidden_op", "no_kernel_launched", "not_fused", "too_slow", "timeout",
-    "crash", "out_of_memory", "no_gpu", "tampering",
-)  # fmt: skip
+REASONS = reasons.CODES
 KINDS = ("build", "correctness", "performance", "integrity")
 
 
@@ -123,7 +118,7 @@ def gradescope(grade: Grade) -> dict:
     return {
         "score": round(grade.score, 4),
         "execution_time": round(grade.seconds, 2),
-        "output": " ".join(filter(None, (stack.warning(grade.environment), summary_line(grade)))),
+        "output": "\n".join(filter(None, (stack.warning(grade.environment), summary_line(grade), glance.text(grade)))),
         "tests": tests,
         "extra_data": _clean({**grade.environment, "submission": grade.submission,
                               "max_score": grade.max_score, "graded_max_score": grade.graded_max_score}),

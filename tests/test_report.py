@@ -19,6 +19,7 @@ from grader import judging, report, stack, summary
 from grader.gradebook import Entry, Key
 from grader.messages import Activity, BenchReport, Timings
 from grader.numerics import judge
+from grader import results
 from grader.results import Grade, TestResult, write_json
 from grader.spec import REPO_ROOT, Tolerance, load_assignments
 
@@ -27,7 +28,10 @@ def _speed(name: str, traffic: dict, student_ms: float, baseline_ms: float) -> T
     bench = BenchReport(Timings([student_ms] * 20, [0.02] * 20), Timings([baseline_ms] * 20, [0.02] * 20),
                         Activity(), copy_gbps=4100.0)  # fmt: skip
     metrics = judging.speed_metrics(bench, traffic)
-    return TestResult("demo", name, "performance", f"demo/{name}: speed", "ok", 1.0, 1.0, "fast", metrics)
+    metrics["tiers"] = [[1.0, 1.0], [0.5, 0.5]]
+    credit = 1.0 if metrics["ratio"] >= 1.0 else 0.5 if metrics["ratio"] >= 0.5 else 0.0
+    return TestResult("demo", name, "performance", f"demo/{name}: speed", "ok" if credit == 1.0 else "too_slow",
+                      credit, 1.0, "timed", metrics)  # fmt: skip
 
 
 def _grade() -> Grade:
@@ -48,20 +52,44 @@ def _grade() -> Grade:
 def test_html_report_shows_the_map_the_bars_and_the_right_roofline():
     html = report.render_html(_grade())
     assert "Where it is wrong" in html and "bad columns: 992-999" in html
-    assert html.count("<svg") == 3, "one map and two time bars"
+    assert html.count("<svg") == 4, "one map, two time bars and the speed chart at the top"
     assert "GB/s, 102% of the measured copy bandwidth" in html  # memory-bound: bandwidth
     assert "TFLOP/s against torch" in html  # compute-bound: arithmetic rate
     assert "not graded" in html
     assert "http://" not in html and "https://" not in html, "the report must open offline"
 
 
-def test_terminal_table_groups_by_part_and_names_the_first_failure():
+def test_terminal_table_has_a_row_per_part_failures_first_and_names_the_first_failure():
     out = io.StringIO()
-    report.print_table(_grade(), Console(file=out, width=120))
+    report.print_table(_grade(), Console(file=out, width=160))
     text = out.getvalue()
     assert "wrong_result" in text and "demo/rows: float32 37x1000" in text
-    assert "numerics" in text and "speed" in text
+    rows = [line for line in text.splitlines() if line.startswith("│ demo")]
+    assert [row.split("│")[2].strip() for row in rows] == ["tiles", "rows"], "the part that lost most comes first"
+    # tiles: 0.96x torch, under the 1.00x edge: the table says what full credit needs, in ms.
+    assert "0.96x (100% of the points from 1.00x: 0.1800 ms or less)" in text
     assert "1.00 points need a GPU" in text
+
+
+def test_gradescope_output_says_what_the_terminal_says():
+    output = results.gradescope(_grade())["output"]
+    lines = output.splitlines()
+    assert lines[0] == "Score 1.50 of 4.00 (1.00 points need a GPU and were not graded here)."
+    assert lines[1] == "demo/tiles: 0.50/2.00 partial (too_slow)", lines
+    assert "speed: 0.96x torch, 735.0 TFLOP/s (torch 763.5); 100% of the points from 1.00x: 0.1800 ms or less" in output
+    assert "demo/rows: 1.00/2.00 partial (wrong_result)" in output and "full credit" in output
+
+
+def test_the_report_puts_every_part_first_and_folds_what_passed():
+    html = report.render_html(_grade())
+    glance_at, first_section = html.index('id="glance"'), html.index('<h2 id="demo">')
+    assert glance_at < first_section
+    top = html[glance_at:first_section]
+    assert top.index('data-part="demo/tiles"') < top.index('data-part="demo/rows"'), "failures first"
+    assert "speed of each timed case against its tier edges" in top, "one chart of speed against the tier edges"
+    section = html[first_section:]
+    failed, fold = section.index("demo/rows: float32 37x1000"), section.index("<details><summary>")
+    assert failed < fold and "1 not graded here" in section[fold:], "the failed case open, the rest folded"
 
 
 # What a submission can put in an exception message or on stdout to attack whoever reads it.

@@ -3,7 +3,10 @@ picture holds the where-is-it-wrong map (red cells) and the speed bars (blue), o
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,11 +15,15 @@ import time
 import numpy as np
 import pytest
 
-from grader import report
+from grader import judging, report
+from grader.messages import Activity, BenchReport, Timings
+from grader.results import Grade, TestResult
+from grader.spec import load_assignments
 from test_report import _grade
 
 MAP_RED = (179, 38, 30)  # a fully wrong cell of the map
 BAR_BLUE = (52, 101, 164)  # the bar of your time
+STATUS_PARTIAL = (154, 103, 0)  # a part that lost some points says "partial" in this colour
 
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -73,10 +80,67 @@ def test_report_renders_in_a_browser_with_its_map_and_bars(tmp_path):
     dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
     subprocess.run([chromium, *flags, f"--screenshot={png}", page.as_uri()], capture_output=True, timeout=120)
     shutil.copy(png, tmp_path.parent / "report-screenshot.png")  # kept beside the test's folder, to look at
-    assert "Where it is wrong" in dom.stdout and dom.stdout.count("<svg") == 3, dom.stderr[-2000:]
+    assert "Where it is wrong" in dom.stdout and dom.stdout.count("<svg") == 4, dom.stderr[-2000:]
     assert png.exists() and png.stat().st_size > 10_000
     pixels = np.asarray(image.open(png).convert("RGB"), dtype=np.int32).reshape(-1, 3)
     reds = _count_near(pixels, MAP_RED, slack=40)
     blues = _count_near(pixels, BAR_BLUE, slack=10)
     assert reds > 100, "the map's wrong cells did not show"
     assert blues > 1000, "the speed bars did not show"
+
+
+def _class_grade() -> Grade:
+    """A GPU grade of every part of every assignment, as a student with bugs here and there gets:
+    each part's cases, its speed against its own tiers, one part failing and one too slow."""
+    tests = []
+    for assignment in load_assignments():
+        for n, part in enumerate(assignment.parts):
+            wrong = n == 1  # the second part of each assignment fails a case
+            for i, case in enumerate(part.cases):
+                reason = "wrong_result" if wrong and i == 0 else "ok"
+                tests.append(TestResult(assignment.name, part.name, "correctness", f"{assignment.name}/{part.name}: "
+                                        f"{case.dtype} {case.label}", reason, 0.0 if reason != "ok" else 1.0, 1.0,
+                                        "max abs error 1" if reason != "ok" else "", bonus=part.bonus))  # fmt: skip
+            for i, case in enumerate(part.benchmarks):
+                ratio = 0.6 if wrong else 1.1
+                bench = BenchReport(Timings([0.1] * 20, [0.01] * 20), Timings([0.1 * ratio] * 20, [0.01] * 20),
+                                    Activity(), copy_gbps=4100.0)  # fmt: skip
+                metrics = judging.speed_metrics(bench, {"bytes": 10**8, "flops": 10**9})
+                metrics["tiers"] = [list(t) for t in part.performance.tiers]
+                credit = part.performance.credit_for(metrics["ratio"])
+                tests.append(TestResult(assignment.name, part.name, "performance", f"{assignment.name}/{part.name}: "
+                                        f"speed {case.label}", "ok" if credit == 1 else "too_slow", credit, 1.0,
+                                        "timed", metrics, bonus=part.bonus))  # fmt: skip
+    return Grade("a-student", tests, {"device": "cuda", "tier": "GPU"}, 300.0)
+
+
+# Appended to a copy of the page: where each part's row of the glance table lies on the first screen.
+LAYOUT = """<script>
+const rows = [...document.querySelectorAll("#glance tr[data-part]")];
+const out = rows.map(r => [r.dataset.part, Math.round(r.getBoundingClientRect().bottom)]);
+document.body.insertAdjacentHTML("beforeend", "<pre id=layout>" + JSON.stringify([innerHeight, out]) + "</pre>");
+</script>"""
+
+
+def test_the_first_screen_shows_every_parts_points_and_status(tmp_path):
+    """At 1280x800, the size of a laptop's browser, every part's row (points, status, what failed,
+    speed) is on screen before any scrolling, whatever the report holds below."""
+    chromium, image = _chromium(), _pillow()
+    grade = _class_grade()
+    parts = {(t.assignment, t.part) for t in grade.tests}
+    page = tmp_path / "report.html"
+    page.write_text(report.render_html(grade).replace("</body>", LAYOUT + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,800"]
+    dom = subprocess.run([chromium, *flags, "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    found = re.search(r'<pre id="layout">(.*?)</pre>', dom.stdout)
+    assert found, dom.stderr[-2000:]
+    height, rows = json.loads(html.unescape(found.group(1)))
+    assert {tuple(part.split("/")) for part, _ in rows} == parts and len(parts) >= 10
+    below = {part: bottom for part, bottom in rows if bottom > height}
+    assert not below, f"rows below the first screen ({height} px): {below}"
+    png = tmp_path / "top.png"
+    subprocess.run([chromium, *flags, f"--screenshot={png}", page.as_uri()], capture_output=True, timeout=120)
+    shutil.copy(png, tmp_path.parent / "report-first-screen.png")  # kept beside the test's folder, to look at
+    pixels = np.asarray(image.open(png).convert("RGB"), dtype=np.int32).reshape(-1, 3)
+    assert _count_near(pixels, STATUS_PARTIAL, slack=30) > 50, "the parts that lost points did not show as partial"
