@@ -1,4 +1,4 @@
-"""`python -m grader grade|batch|release|gradescope ...` (DESIGN.md section 4).
+"""`python -m grader grade|batch|release|gradescope ...` (README.md, "Teaching assistants").
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.

@@ -22,10 +22,13 @@ pytest.importorskip("pytest_benchmark", reason="make bench needs pytest-benchmar
 
 from grader import cases, cuda_build  # noqa: E402
 from grader.child.launcher import CudaEntry  # noqa: E402
+from grader.child.submission import SubmissionError, entry_point, load_module  # noqa: E402
 from grader.spec import load_assignments  # noqa: E402
-from grader.submission import SubmissionError, entry_point, load_module  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="benchmarks need a CUDA GPU")
+pytestmark = [
+    pytest.mark.student,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="benchmarks need a CUDA GPU"),
+]
 
 
 def synchronized_clock() -> float:

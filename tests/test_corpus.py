@@ -79,7 +79,7 @@ def verdicts(folder: Path, device: str) -> dict[str, tuple[str, str]]:
             [case] = [name for name in case_names(parts[test.part]) if name.split(":", 1)[1] == label]
             found[f"{test.part}/{case}"] = (test.reason, test.output)
         # speed is not what the corpus is about
-    if os.environ.get("CORPUS_RESULTS"):  # kept for tests/corpus_table.py, which tabulates both tiers
+    if os.environ.get("CORPUS_RESULTS"):  # kept for tools/corpus_table.py, which tabulates both tiers
         path = Path(os.environ["CORPUS_RESULTS"]) / f"{'gpu' if device == 'cuda' else 'cpu'}-{folder.name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({name: reason for name, (reason, _) in found.items()}, indent=1))

@@ -8,7 +8,10 @@ import pytest
 
 from grader import cuda_build
 
-pytestmark = pytest.mark.skipif(cuda_build.nvcc() is None, reason="nvcc is not installed on this machine")
+pytestmark = [
+    pytest.mark.student,
+    pytest.mark.skipif(cuda_build.nvcc() is None, reason="nvcc is not installed on this machine"),
+]
 
 SOURCE = """#include <cuda_runtime.h>
 __global__ void fill(float* y, long long n) {

@@ -19,6 +19,8 @@ from grader.child.monitor import CallMonitor
 from grader.messages import Activity, LaunchCount, OpCount
 from grader.spec import REPO_ROOT, load_assignment
 
+pytestmark = pytest.mark.student
+
 PART = load_assignment(REPO_ROOT / "assignments" / "vector_add").parts[0]
 
 

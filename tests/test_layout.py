@@ -1,13 +1,27 @@
-"""The three folders of an assignment agree, and the grader never lists assignments in code."""
+"""The three folders of an assignment agree, the grader never lists assignments in code, `make
+bench` finds its benchmarks, and no comment or docstring sends a reader outside the repository."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
 
 import pytest
 
 from grader.release import MARKER
 from grader.spec import assignment_names, load_assignments
+
+pytestmark = pytest.mark.student
+
+# A document a reader is sent to (`README.md`, `assignments/gelu/README.md`), and a path on some
+# machine (/work/..., /tmp/..., ~/...), which no clone of the repository has.
+DOCUMENT = re.compile(r"[\w./-]*\w\.md\b")
+MACHINE_PATH = re.compile(r"(?<![\w/.:-])(?:~|/(?:work|tmp|home|root|Users|mnt|scratch))/\w[\w./-]*")
 
 
 @pytest.fixture
@@ -52,3 +66,86 @@ def test_grader_never_names_an_assignment(repo):
     pattern = re.compile("|".join(re.escape(n) for n in assignment_names()))
     for path in (repo / "grader").rglob("*.py"):
         assert not pattern.search(path.read_text()), f"{path.name} names an assignment: find them by glob instead"
+
+
+def test_make_bench_collects_its_benchmarks(repo):
+    """`make bench` runs by hand, on a GPU, now and then: a broken import would first show to a
+    student. Collecting the file its target names needs no GPU."""
+    pytest.importorskip("pytest_benchmark", reason="make bench needs pytest-benchmark")
+    target = re.search(r"^bench:.*\n\t\$\(PY\) -m pytest (\S+)", (repo / "Makefile").read_text(), re.M)
+    assert target, "the Makefile's `bench` target no longer starts with `$(PY) -m pytest FILE`"
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", target[1]]
+    done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=300)
+    collected = re.search(r"(\d+) tests? collected", done.stdout)
+    assert done.returncode == 0 and collected and int(collected[1]) > 0, done.stdout[-3000:] + done.stderr[-1000:]
+
+
+def _repository_files(repo: Path) -> list[str]:
+    """Every file of the checkout that git does not ignore (tracked, or new and not yet added)."""
+    command = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    try:
+        listed = subprocess.run(command, cwd=repo, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: which files belong to the repository is unknown")
+    return [name for name in listed.split("\0") if name and (repo / name).is_file()]
+
+
+def _is_source(path: Path) -> bool:
+    """Code and config: Python, TOML, shell, the Makefile, and scripts that name their interpreter."""
+    if path.suffix in (".py", ".toml", ".sh") or path.name == "Makefile":
+        return True
+    with path.open("rb") as file:
+        return file.read(2) == b"#!"
+
+
+def _prose(path: Path, text: str) -> str:
+    """What a reader takes for documentation: docstrings and comments of Python, `#` comments of
+    shell and Makefiles, all of a TOML file (its strings are notes for people too)."""
+    if path.suffix == ".toml":
+        return text
+    if path.suffix != ".py":
+        return "\n".join(re.findall(r"(?:^|[ \t])(#.*)", text, re.M))
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # a known-wrong submission: every line of it counts
+        return text
+    scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    docstrings = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(tree) if isinstance(node, scopes)]
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return "\n".join(docstrings + [token.string for token in tokens if token.type == tokenize.COMMENT])
+
+
+def _pointers_outside(prose: str, known: set[str]) -> list[str]:
+    """The documents `prose` names that the repository lacks (a path from the root must be a file's
+    path, a bare name some file's name), then the paths on a machine it names."""
+    return [name for name in DOCUMENT.findall(prose) if name not in known] + MACHINE_PATH.findall(prose)
+
+
+@pytest.mark.parametrize(
+    "prose, found",
+    [
+        ("the contract (DESIGN.md section 4)", ["DESIGN.md"]),
+        ("see /work/shared/notes for the figures", ["/work/shared/notes"]),
+        ("measured into /tmp/gpu-logs/run.json", ["/tmp/gpu-logs/run.json"]),
+        ("the salt in ~/secret.txt", ["~/secret.txt"]),
+        ("tests/README.md has the details", ["tests/README.md"]),
+        ("README.md, \"Grading a class\"; assignments/gelu/README.md", []),
+        ("a private, size-limited /tmp; https://github.com/home/x and /proc/self/root", []),
+    ],
+)
+def test_pointers_outside_the_repository_are_found(prose, found):
+    assert _pointers_outside(prose, {"README.md", "assignments/gelu/README.md"}) == found
+
+
+def test_no_comment_or_docstring_points_outside_the_repository(repo):
+    """A reader of a clone, or of the student bundle, has only what is in it: a pointer to a
+    document elsewhere, or to a path on the machine the code was written on, leads nowhere."""
+    files = _repository_files(repo)
+    known = set(files) | {name.rsplit("/", 1)[-1] for name in files}
+    found = []
+    for name in files:
+        path = repo / name
+        if _is_source(path):
+            prose = _prose(path, path.read_text(errors="replace"))
+            found += [f"{name}: {pointer}" for pointer in _pointers_outside(prose, known)]
+    assert not found, "say the thing itself, or point to a file of the repository:\n" + "\n".join(found)

@@ -9,6 +9,8 @@ from grader import locate, poison
 from grader.numerics import judge
 from grader.spec import Tolerance
 
+pytestmark = pytest.mark.student
+
 TOL = Tolerance(rtol=1e-5, atol=1e-9, norm=1e-6)
 
 

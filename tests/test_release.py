@@ -1,10 +1,11 @@
-"""The student bundle leaks no solution and passes its own tests; the Gradescope autograder
-grades a fake /autograder tree."""
+"""The student bundle leaks no solution, ships the tests marked for students and no other, and
+passes its own tests; the Gradescope autograder grades a fake /autograder tree."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -48,6 +49,32 @@ def test_bundle_has_the_course_and_no_solutions(bundle):
         for part in assignment.parts:
             assert (bundle / "starter" / assignment.name / part.file).is_file()
             assert (bundle / "assignments" / assignment.name / "assignment.toml").is_file()
+
+
+def test_the_bundle_ships_the_marked_tests_and_no_other(bundle):
+    """Read with a pattern, not with release's own parser, so that the two must agree."""
+    marked = re.compile(r"^pytestmark = (\[[^\]]*)?pytest\.mark\.student\b", re.M)
+    expected = {p.name for p in (REPO_ROOT / "tests").glob("*.py") if marked.search(p.read_text())}
+    shipped = {p.name for p in (bundle / "tests").rglob("*") if p.is_file()}
+    assert "test_numerics.py" in expected and "test_release.py" not in expected, expected
+    assert shipped == expected | set(release.SUPPORT)
+
+
+def test_a_test_that_is_not_marked_does_not_ship(tmp_path):
+    """Only a module's own `pytestmark` ships it: not a mark on one test, another mark, or prose."""
+    files = {
+        "conftest.py": "import pytest\n",
+        "test_marked.py": "import pytest\n\npytestmark = pytest.mark.student\n",
+        "test_in_a_list.py": "import pytest\n\npytestmark = [pytest.mark.student, pytest.mark.skipif(True, reason='x')]\n",
+        "test_unmarked.py": "def test_x():\n    pass\n",
+        "test_other_mark.py": "import pytest\n\npytestmark = pytest.mark.gpu\n",
+        "test_one_test_marked.py": "import pytest\n\n\n@pytest.mark.student\ndef test_x():\n    pass\n",
+        "test_says_so_in_prose.py": '"""Not `pytestmark = pytest.mark.student` yet."""\n',
+    }  # fmt: skip
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    shipped = [path.name for path in release.student_tests(tmp_path)]
+    assert shipped == ["conftest.py", "test_in_a_list.py", "test_marked.py"]
 
 
 def test_no_line_of_a_solution_leaks_into_the_bundle(bundle):

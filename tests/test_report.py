@@ -12,6 +12,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import pytest
 import torch
 from rich.console import Console
 
@@ -22,6 +23,8 @@ from grader.numerics import judge
 from grader import results
 from grader.results import Grade, TestResult, write_json
 from grader.spec import REPO_ROOT, Tolerance, load_assignments
+
+pytestmark = pytest.mark.student
 
 
 def _speed(name: str, traffic: dict, student_ms: float, baseline_ms: float) -> TestResult:

@@ -16,6 +16,8 @@ from grader.messages import Activity, BenchReport, Followup, Observation, Return
 from grader.results import Grade, TestResult, gradescope, summary_line
 from grader.spec import Part, Performance, load_assignments
 
+pytestmark = pytest.mark.student
+
 PERF = Performance(repetitions=40, tiers=((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)))
 
 

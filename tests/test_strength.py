@@ -16,6 +16,8 @@ from grader import cases
 from grader.numerics import judge
 from grader.spec import load_assignments
 
+pytestmark = pytest.mark.student
+
 
 def _all_cases() -> list:
     return list(_each_case())

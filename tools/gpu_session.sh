@@ -2,10 +2,10 @@
 # The GPU tier in one go, on a GPU machine with no network: set up .venv/ from the image's torch
 # and Triton (installing nothing), then run each step named on the command line, logging under
 # $OUT (default gpu-logs/). Steps:
-#   calibrate-NAME     tests/calibrate_NAME.py (figures for that assignment's handout)
+#   calibrate-NAME     tools/calibrate_NAME.py (figures for that assignment's handout)
 #   grade-NAME         grade solutions/ for assignment NAME on the GPU, keeping results.json
 #   "pytest ARGS..."   .venv/bin/python -m pytest -m gpu ARGS (one quoted word)
-# e.g. tests/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
+# e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
 # The sandbox needs bubblewrap: where the image lacks it, BWRAP_DEB=path/to/bubblewrap_*.deb (Debian's
 # package, fetched elsewhere with `apt-get download bubblewrap`) is unpacked and put on the PATH.
 set -uo pipefail
@@ -26,7 +26,7 @@ for step in "$@"; do
   n=$((n + 1))
   echo "=== $step ($(date -u +%H:%M:%S))"
   case $step in
-    calibrate-*) $PY "tests/${step/-/_}.py" --json "$OUT/${step}.json" 2>&1 | tee "$OUT/${step}.log" ;;
+    calibrate-*) $PY "tools/${step/-/_}.py" --json "$OUT/${step}.json" 2>&1 | tee "$OUT/${step}.log" ;;
     grade-*) $PY -m grader grade --submission solutions --assignment "${step#grade-}" --device cuda \
                --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30 ;;
     "pytest "*) eval "$PY -m pytest -m gpu -q -p no:cacheprovider ${step#pytest }" 2>&1 | tee "$OUT/pytest-$n.log" |

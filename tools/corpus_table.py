@@ -3,7 +3,7 @@ grade got the same verdict on the CPU tier as on the GPU, and where they differ,
 
     CORPUS_RESULTS=corpus-results .venv/bin/python -m pytest tests/test_corpus.py            # CPU tier
     CORPUS_RESULTS=corpus-results .venv/bin/python -m pytest -m gpu tests/test_corpus.py     # on a GPU
-    .venv/bin/python tests/corpus_table.py corpus-results
+    .venv/bin/python tools/corpus_table.py corpus-results
 
 Each run leaves `<tier>-<entry>.json` (case -> reason) in the folder; this prints the Markdown table.
 """
@@ -16,7 +16,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 
 
 def table(results: Path) -> str:

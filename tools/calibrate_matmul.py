@@ -5,7 +5,7 @@ Not a test and not the grade. It answers which tile the solution should use for 
 small to fill the GPU with large tiles (1000^3 has 64 tiles of 128 x 128 for 132 SMs), where the
 autotuner's own timings are close to noise. Run it from the repository root on a GPU:
 
-    .venv/bin/python tests/calibrate_matmul.py [--json FILE]
+    .venv/bin/python tools/calibrate_matmul.py [--json FILE]
 """
 
 from __future__ import annotations

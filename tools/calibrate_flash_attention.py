@@ -5,7 +5,7 @@ this times the reference solution against each of SDPA's backends with Triton's 
 `do_bench` (median of CUDA-event timings, L2 cleared between calls), reports TFLOP/s, and
 measures the solution's peak memory at N = 16384. Run it from the repository root on a GPU:
 
-    .venv/bin/python tests/calibrate_flash_attention.py [--json FILE]
+    .venv/bin/python tools/calibrate_flash_attention.py [--json FILE]
 
 FLOPs are the assignment's own count (reference.py): 4 N^2 D per head forward, half of it
 causal; 14 N^2 D for a forward plus backward.
