@@ -3,10 +3,18 @@
 Everything the grader needs to know about an assignment (files, entry points, shapes, dtypes,
 tolerances, points, thresholds, timeouts) lives in that file, so adding an assignment never
 touches the grader. A bad file fails loudly with its path, the key and what was expected.
+
+The file is checked against its reference.py when it is loaded, not when grading first calls a
+function: each part calls reference.py's `<part>_inputs`, `<part>_reference`, `<part>_baseline`
+and `<part>_traffic` (a CUDA C part also `<part>_arguments` and `<part>_output_shape`) unless it
+names others, and each name must be a top-level `def` there. A case is a line,
+"DTYPE SHAPE [LAYOUT] [TIER]" ("bfloat16 1823x781 strided gpu"), or a table of the same four keys.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +25,11 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 LAYOUTS = ("contiguous", "strided")
 TIERS = ("cpu", "gpu", "both")
 KERNELS = ("triton", "cuda", "none")
+# The functions of reference.py a part calls (by default `<part name>_<key>`), and those a CUDA C
+# part calls besides.
+FUNCTIONS = ("inputs", "reference", "baseline", "traffic")
+CUDA_FUNCTIONS = ("arguments", "output_shape")
+CASE_LINE = f"\"DTYPE SHAPE [LAYOUT] [TIER]\" (DTYPE one of {', '.join(DTYPES)}; SHAPE positive integers joined by x, as in 129x515; LAYOUT one of {', '.join(LAYOUTS)}; TIER one of {', '.join(TIERS)})"  # fmt: skip
 
 
 class SpecError(ValueError):
@@ -65,6 +78,7 @@ class Part:
     name: str
     file: str
     entry: str
+    # Functions of reference.py, `<name>_inputs` and so on where assignment.toml names none.
     inputs: str
     reference: str
     baseline: str
@@ -162,14 +176,20 @@ class _Table:
             raise self.fail(key, "a positive number")
         return value
 
+    def within(self, key: str, item: Any = None) -> str:
+        """Where a key's value sits, for errors: "parts[2] (backward).cases[0]" names a part
+        by its index and, where it has one, its name."""
+        name = f" ({item['name']})" if isinstance(item, dict) and isinstance(item.get("name"), str) else ""
+        return f"{self.where}.{key}{name}" if self.where else f"{key}{name}"
+
     def table(self, key: str) -> _Table:
-        return _Table(self.get(key, dict, "a table"), self.path, f"{self.where}.{key}")
+        return _Table(self.get(key, dict, "a table"), self.path, self.within(key))
 
     def tables(self, key: str, default: Any = ...) -> list[_Table]:
         items = self.get(key, list, "an array of tables", default)
         if not all(isinstance(item, dict) for item in items):
             raise self.fail(key, "an array of tables")
-        return [_Table(item, self.path, f"{self.where}.{key}[{i}]") for i, item in enumerate(items)]
+        return [_Table(item, self.path, self.within(f"{key}[{i}]", item)) for i, item in enumerate(items)]
 
     def finish(self) -> None:
         unknown = sorted(set(self.data) - self.used)
@@ -189,6 +209,36 @@ def _case(table: _Table) -> Case:
     )
     table.finish()
     return case
+
+
+def _case_from_line(text: str, path: Path, where: str) -> Case:
+    """One case on one line: "float16 1x1x1x64 gpu" is the table {shape = [1, 1, 1, 64], dtype =
+    "float16", tier = "gpu"}, with layout and tier defaulting as they do there. A word may not
+    repeat, so "strided contiguous" or "cpu gpu" fails rather than letting the last word win."""
+    words = text.split()
+    rest = words[2:]
+    layouts, tiers = [w for w in rest if w in LAYOUTS], [w for w in rest if w in TIERS]
+    head_ok = len(words) >= 2 and words[0] in DTYPES and re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", words[1])
+    rest_ok = len(layouts) <= 1 and len(tiers) <= 1 and len(layouts) + len(tiers) == len(rest)
+    if not (head_ok and rest_ok):
+        raise SpecError(f"{path}: [{where}] case {text!r}: expected a line {CASE_LINE}")
+    shape = tuple(int(d) for d in words[1].split("x"))
+    return Case(shape=shape, dtype=words[0], layout=(layouts or ["contiguous"])[0], tier=(tiers or ["both"])[0])
+
+
+def _cases(table: _Table, key: str, default: Any = ...) -> tuple[Case, ...]:
+    """A part's cases (or benchmarks), in order: each a line (see _case_from_line) or a table."""
+    items = table.get(key, list, "a list of cases, each a line such as \"float32 129x515 strided\" or a table", default)
+    cases = []
+    for index, item in enumerate(items):
+        where = table.within(f"{key}[{index}]")
+        if isinstance(item, str):
+            cases.append(_case_from_line(item, table.path, where))
+        elif isinstance(item, dict):
+            cases.append(_case(_Table(item, table.path, where)))
+        else:
+            raise SpecError(f"{table.path}: [{where}] case {item!r}: expected a line {CASE_LINE} or a table")
+    return tuple(cases)
 
 
 def _tolerances(table: _Table) -> dict[str, Tolerance]:
@@ -219,11 +269,23 @@ def _performance(table: _Table) -> Performance:
     return perf
 
 
-def _part(table: _Table) -> Part:
+def _check_functions(table: _Table, part: Part, defined: frozenset[str]) -> None:
+    """Every function the part calls is defined in reference.py: a misspelt or missing one fails
+    here, naming the part, the key and what reference.py does define, not as an AttributeError
+    in the middle of grading."""
+    for key in FUNCTIONS + CUDA_FUNCTIONS:
+        name = getattr(part, key)
+        if name is not None and name not in defined:
+            public = ", ".join(sorted(n for n in defined if not n.startswith("_"))) or "no function"
+            raise SpecError(f"{table.path}: [{table.where}] key '{key}': reference.py defines no function {name!r} (a "
+                            f"part that omits '{key}' calls '<part name>_{key}'); it defines {public}")  # fmt: skip
+
+
+def _part(table: _Table, defined: frozenset[str]) -> Part:
     points = table.table("points")
     tolerance = _tolerances(table.table("tolerance"))
-    cases = tuple(_case(t) for t in table.tables("cases"))
-    benchmarks = tuple(_case(t) for t in table.tables("benchmarks", []))
+    cases = _cases(table, "cases")
+    benchmarks = _cases(table, "benchmarks", [])
     performance = _performance(table.table("performance")) if "performance" in table.data else None
     part = Part(
         name=table.get("name", str, "a part name"),
@@ -255,6 +317,7 @@ def _part(table: _Table) -> Part:
         raise table.fail("cases", "at least one correctness case")
     if part.is_cuda and not (part.arguments and part.output_shape):
         raise table.fail("arguments", "both 'arguments' and 'output_shape' (functions in reference.py) for kernel = \"cuda\"")
+    _check_functions(table, part, defined)
     if benchmarks and performance is None:
         raise table.fail("performance", "a [parts.performance] table, since the part has benchmarks")
     for case in cases + benchmarks:
@@ -263,11 +326,22 @@ def _part(table: _Table) -> Part:
     return part
 
 
+def _with_default_functions(table: Any) -> Any:
+    """A part's table with each reference.py function it does not name named after the part
+    (`rmsnorm_inputs` for a part "rmsnorm"), so a part names only the functions it shares with
+    another part (a CUDA C part that calls the Triton part's `rmsnorm_inputs`, say)."""
+    if not isinstance(table, dict) or not isinstance(table.get("name"), str):
+        return table  # _part reports it
+    keys = FUNCTIONS + (CUDA_FUNCTIONS if table.get("kernel") == "cuda" else ())
+    return {**{key: f"{table['name']}_{key}" for key in keys}, **table}
+
+
 def _inherit(parts: Any, path: Path) -> Any:
     """The parts' tables with `like = "NAME"` resolved: such a part starts as a copy of the
     earlier part NAME, and each key it sets replaces that key whole (a `cases` list replaces the
     list, a `tolerance` table the table). Two parts that differ in a key or two (a causal variant
-    of the same entry point, say) then share one list of cases and tolerances."""
+    of the same entry point, say) then share one list of cases and tolerances. A copy calls the
+    reference.py functions of the part it copies, defaults included, unless it names others."""
     if not isinstance(parts, list):
         return parts  # _Table.tables reports it
     named: dict[str, dict] = {}
@@ -279,10 +353,26 @@ def _inherit(parts: Any, path: Path) -> Any:
                 raise SpecError(f"{path}: [parts[{index}]] key 'like': expected the name of an earlier part, "
                                 f"one of {sorted(named)}, got {table['like']!r}")  # fmt: skip
             table = {**base, **{key: value for key, value in table.items() if key != "like"}}
+        else:
+            table = _with_default_functions(table)
         if isinstance(table, dict) and isinstance(table.get("name"), str):
             named[table["name"]] = table
         resolved.append(table)
     return resolved
+
+
+def _reference_functions(directory: Path, path: Path) -> frozenset[str]:
+    """The names of reference.py's top-level functions, read from its syntax tree: importing it
+    would run `import torch` (seconds) in every process that loads an assignment, and run the
+    file's code before anything else has been checked."""
+    reference = directory / "reference.py"
+    try:
+        tree = ast.parse(reference.read_bytes(), filename=str(reference))
+    except FileNotFoundError as error:
+        raise SpecError(f"{path}: the assignment has no reference.py beside it") from error
+    except (OSError, SyntaxError, ValueError) as error:
+        raise SpecError(f"{reference}: cannot be parsed: {error}") from error
+    return frozenset(node.name for node in tree.body if isinstance(node, ast.FunctionDef))
 
 
 def load_assignment(directory: Path) -> Assignment:
@@ -293,9 +383,10 @@ def load_assignment(directory: Path) -> Assignment:
         raise SpecError(f"{path}: cannot be read as TOML: {error}") from error
     if "parts" in data:
         data["parts"] = _inherit(data["parts"], path)
+    defined = _reference_functions(directory, path)
     root = _Table(data, path, "")
     head = root.table("assignment")
-    parts = tuple(_part(t) for t in root.tables("parts"))
+    parts = tuple(_part(t, defined) for t in root.tables("parts"))
     assignment = Assignment(
         name=directory.name,
         directory=directory,
@@ -314,8 +405,6 @@ def load_assignment(directory: Path) -> Assignment:
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
         raise SpecError(f"{path}: [parts] names must be unique, got {names}")
-    if not assignment.reference_path.is_file():
-        raise SpecError(f"{path}: the assignment has no reference.py beside it")
     return assignment
 
 

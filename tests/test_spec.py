@@ -1,4 +1,5 @@
-"""assignment.toml parsing: every assignment loads, and a bad file says where and what."""
+"""assignment.toml parsing: every assignment loads, and a bad file says where and what: a bad
+key or case, or a function that reference.py does not define."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import shutil
 
 import pytest
 
-from grader.spec import SpecError, assignment_names, load_assignment, load_assignments
+from grader.spec import Case, SpecError, assignment_names, load_assignment, load_assignments
+
+pytestmark = pytest.mark.student
 
 
 def test_every_assignment_loads(repo):
@@ -26,26 +29,36 @@ def test_unknown_assignment_is_named(repo):
         load_assignments(["no_such_thing"])
 
 
-def _broken(tmp_path, repo, old: str, new: str):
+def _copy(tmp_path, repo):
+    """vector_add's folder copied under tmp_path, to be broken there."""
     folder = tmp_path / "vector_add"
-    shutil.copytree(repo / "assignments" / "vector_add", folder)
-    toml = folder / "assignment.toml"
-    text = toml.read_text()
+    shutil.copytree(repo / "assignments" / "vector_add", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+def _broken(tmp_path, repo, old: str, new: str, file: str = "assignment.toml"):
+    """vector_add with the first `old` in `file` made `new`."""
+    folder = _copy(tmp_path, repo)
+    path = folder / file
+    text = path.read_text()
     assert old in text
-    toml.write_text(text.replace(old, new, 1))
+    path.write_text(text.replace(old, new, 1))
     return folder
 
 
 @pytest.mark.parametrize(
     "old, new, expected",
     [
-        ('dtype = "float32"', 'dtype = "float31"', r"key 'dtype': expected one of float32"),
-        ("seed = ", "seeds = ", r"key 'seed': expected an integer seed"),
-        ('layout = "contiguous"', 'layout = "diagonal"', r"key 'layout': expected one of contiguous, strided"),
+        ('"float32 1",', '{ shape = [1], dtype = "float31" },',
+         r"\[parts\[0\] \(add\)\.cases\[0\]\] key 'dtype': expected one of float32"),
+        ("seed = ", "seeds = ", r"\[assignment\] key 'seed': expected an integer seed"),
+        ('"float32 1",', '{ shape = [1], dtype = "float32", layout = "diagonal" },',
+         r"key 'layout': expected one of contiguous, strided"),
         ("repetitions = ", "repetitions = -", r"key 'repetitions': expected a positive number"),
-        ("[[parts.cases]]", "[[parts.cases]]\nsize = 3", r"unknown key\(s\): size"),
+        ('"float32 1",', '{ shape = [1], dtype = "float32", size = 3 },', r"unknown key\(s\): size"),
+        ("cases = [", "cases = [3, ", r"\[parts\[0\] \(add\)\.cases\[0\]\] case 3: expected a line .* or a table"),
         ("tiers = [[", "tiers = [[0.1, 1.0], [", r"key 'tiers': expected .* best ratio first"),
-        ("[parts.tolerance.float16]", "[parts.tolerance.float17]", r"key 'float17': expected a dtype table"),
+        ("tolerance.float16 =", "tolerance.float17 =", r"key 'float17': expected a dtype table"),
         ('kernel = "triton"', 'kernel = "triton"\nmax_kernels = 0', r"key 'max_kernels': expected a positive number"),
     ],
 )
@@ -63,15 +76,14 @@ def test_not_toml_at_all(tmp_path, repo):
 
 
 def test_missing_tolerance_for_a_case_dtype(tmp_path, repo):
-    folder = _broken(tmp_path, repo, "[parts.tolerance.float16]", "[parts.tolerance.float64]")
+    folder = _broken(tmp_path, repo, "tolerance.float16 =", "tolerance.float64 =")
     with pytest.raises(SpecError, match=r"a \[tolerance.float16\] table"):
         load_assignment(folder)
 
 
 def _with_variant(tmp_path, repo, variant: str):
     """vector_add with a second part appended after its first."""
-    folder = tmp_path / "vector_add"
-    shutil.copytree(repo / "assignments" / "vector_add", folder)
+    folder = _copy(tmp_path, repo)
     toml = folder / "assignment.toml"
     toml.write_text(toml.read_text() + "\n" + variant)
     return folder
@@ -82,6 +94,9 @@ def test_a_part_like_another_copies_it_and_overrides_whole_keys(tmp_path, repo):
     first, second = load_assignment(_with_variant(tmp_path, repo, variant)).parts
     assert second.name == "add_again" and second.correctness_points == 1.0 and second.performance_points == 0.0
     assert (second.entry, second.cases, second.tolerance) == (first.entry, first.cases, first.tolerance)
+    # A copy calls the functions of the part it copies, the defaults named after that part included.
+    assert (second.inputs, second.reference, second.baseline, second.traffic) == (
+        "add_inputs", "add_reference", "add_baseline", "add_traffic")
 
 
 @pytest.mark.parametrize("base", ['"no_such_part"', '"add_again"', "3"])
@@ -94,3 +109,85 @@ def test_like_must_name_an_earlier_part(tmp_path, repo, base):
 def test_a_like_part_still_needs_a_name_of_its_own(tmp_path, repo):
     with pytest.raises(SpecError, match="names must be unique"):
         load_assignment(_with_variant(tmp_path, repo, '[[parts]]\nlike = "add"\n'))
+
+
+def test_a_part_calls_functions_named_after_it_unless_it_names_others(repo):
+    """vector_add's part names none of its functions; gelu_cuda names gelu's but its arguments."""
+    [add] = load_assignment(repo / "assignments" / "vector_add").parts
+    assert (add.inputs, add.reference, add.baseline, add.traffic) == (
+        "add_inputs", "add_reference", "add_baseline", "add_traffic")
+    assert add.arguments is None and add.output_shape is None  # only a CUDA C part calls them
+    parts = {p.name: p for p in load_assignment(repo / "assignments" / "gelu").parts}
+    cuda = parts["gelu_cuda"]
+    expected = ("gelu_inputs", "gelu_cuda_arguments", "gelu_output_shape")
+    assert (cuda.inputs, cuda.arguments, cuda.output_shape) == expected
+
+
+@pytest.mark.parametrize(
+    "file, old, new, key, name, defines",
+    [
+        # a default, then a name the part gives
+        ("reference.py", "def add_baseline(", "def add_baseline_v2(", "baseline", "add_baseline", "add_baseline_v2, add_inputs"),
+        ("assignment.toml", 'entry = "add"', 'entry = "add"\ntraffic = "add_trafic"', "traffic", "add_trafic", "add_baseline, add_inputs"),
+    ],
+)  # fmt: skip
+def test_a_function_reference_py_lacks_fails_at_load(tmp_path, repo, file, old, new, key, name, defines):
+    folder = _broken(tmp_path, repo, old, new, file)
+    with pytest.raises(SpecError) as caught:
+        load_assignment(folder)
+    message = str(caught.value)
+    assert str(folder / "assignment.toml") in message and "vector_add" in message
+    assert f"[parts[0] (add)] key '{key}': reference.py defines no function '{name}'" in message, message
+    assert message.endswith(f"; it defines {defines}, add_reference, add_traffic"), message  # not the private _vector
+
+
+def test_reference_py_is_read_not_imported(tmp_path, repo):
+    """The check parses reference.py: code that runs at import (here, a failure) does not run at load."""
+    failing = "import torch\n\nraise RuntimeError('imported')\n"
+    folder = _broken(tmp_path, repo, "import torch\n", failing, "reference.py")
+    assert load_assignment(folder).parts[0].inputs == "add_inputs"
+
+
+def test_a_reference_py_that_does_not_parse(tmp_path, repo):
+    folder = _broken(tmp_path, repo, "def add_inputs(", "def add_inputs((", "reference.py")
+    with pytest.raises(SpecError, match=r"reference.py: cannot be parsed"):
+        load_assignment(folder)
+
+
+def test_no_reference_py(tmp_path, repo):
+    folder = _copy(tmp_path, repo)
+    (folder / "reference.py").unlink()
+    with pytest.raises(SpecError, match="the assignment has no reference.py beside it"):
+        load_assignment(folder)
+
+
+@pytest.mark.parametrize(
+    "line, case",
+    [
+        ("float32 4096x4096", Case((4096, 4096), "float32")),
+        ("bfloat16 1000x1000 strided", Case((1000, 1000), "bfloat16", layout="strided")),
+        ("float16 1x1x1x64 gpu", Case((1, 1, 1, 64), "float16", tier="gpu")),
+        ("  float16   7   cpu   strided ", Case((7,), "float16", layout="strided", tier="cpu")),
+        ("float16 3 contiguous both", Case((3,), "float16")),
+    ],
+)
+def test_a_case_on_one_line_is_the_table_it_stands_for(tmp_path, repo, line, case):
+    table = f"{{ shape = {list(case.shape)}, dtype = {case.dtype!r}, layout = {case.layout!r}, tier = {case.tier!r} }}"
+    folder = _broken(tmp_path, repo, '"float32 1",', f"{line!r}, {table},")
+    cases = load_assignment(folder).parts[0].cases
+    assert cases[:2] == (case, case)
+    assert cases[2:] == load_assignment(repo / "assignments" / "vector_add").parts[0].cases[1:]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["float31 4x4", "float32", "4x4 float32", "float32 0x4", "float32 4x", "float32 4*4", "float32 4x4 strided strided",
+     "float32 4x4 cpu gpu", "float32 4x4 diagonal", "float32 4x4 gpu 2"],
+)  # fmt: skip
+def test_a_bad_case_line_names_the_part_and_the_line(tmp_path, repo, line):
+    folder = _broken(tmp_path, repo, '"float16 97",', f"{line!r},")
+    with pytest.raises(SpecError) as caught:
+        load_assignment(folder)
+    message = str(caught.value)
+    assert message.startswith(f"{folder / 'assignment.toml'}: [parts[0] (add).cases[1]] case {line!r}: expected a line "
+                              '"DTYPE SHAPE [LAYOUT] [TIER]"'), message  # fmt: skip

@@ -5,6 +5,10 @@ the input generators (q, k, v of shape (B, H, N, D), and the output gradient for
 part, with the ``causal`` flag), the float64 references, the torch baselines the student is timed
 against (SDPA with its flash backend), and the bytes and FLOPs that place a timing on the
 roofline. Nothing here is shipped as a solution: it only describes the problem.
+
+Each of these functions is a top-level `def`, named in assignment.toml or, where a part names
+none, called `<part>_inputs`, `<part>_reference`, `<part>_baseline` or `<part>_traffic` (a CUDA C
+part's also `<part>_arguments`, `<part>_output_shape`); loading assignment.toml checks each exists.
 """
 
 import math

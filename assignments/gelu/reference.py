@@ -5,6 +5,10 @@ the input generator, the float64 reference, the torch baseline the student is ti
 the fewest bytes and the FLOPs that place a timing on the roofline, and, for the CUDA part, the
 launcher's argument list and the output's shape. Nothing here is shipped as a solution: it only
 describes the problem.
+
+Each of these functions is a top-level `def`, named in assignment.toml or, where a part names
+none, called `<part>_inputs`, `<part>_reference`, `<part>_baseline` or `<part>_traffic` (a CUDA C
+part's also `<part>_arguments`, `<part>_output_shape`); loading assignment.toml checks each exists.
 """
 
 import ctypes

@@ -6,6 +6,10 @@ the minimum memory traffic and the FLOPs that place a timing on the roofline, an
 parts, the launcher's argument list and the output's shape. All four parts share them: the
 Triton part and the three CUDA kernels compute the same product. Nothing here is shipped as a
 solution: it only describes the problem.
+
+Each of these functions is a top-level `def`, named in assignment.toml or, where a part names
+none, called `<part>_inputs`, `<part>_reference`, `<part>_baseline` or `<part>_traffic` (a CUDA C
+part's also `<part>_arguments`, `<part>_output_shape`); loading assignment.toml checks each exists.
 """
 
 import ctypes

@@ -4,6 +4,10 @@ The grader imports this module and calls the functions that assignment.toml name
 the input generator, the float64 reference, the torch baseline the student is timed against,
 and the minimum memory traffic that places a timing on the roofline. Nothing here is shipped as
 a solution: it only describes the problem.
+
+Each of these functions is a top-level `def`, named in assignment.toml or, where a part names
+none, called `<part>_inputs`, `<part>_reference`, `<part>_baseline` or `<part>_traffic` (a CUDA C
+part's also `<part>_arguments`, `<part>_output_shape`); loading assignment.toml checks each exists.
 """
 
 import torch
