@@ -23,7 +23,9 @@ VENV = ROOT / ".venv"
 # library is installed yet). Triton is the GPU image's own version.
 _PIN = tomllib.loads((ROOT / "grader" / "stack.toml").read_text())
 CPU_STACK = [f"torch=={_PIN['torch-cpu']}", f"triton=={_PIN['triton']}", f"numpy{_PIN['numpy-cpu']}"]
-LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest", "numpy": "numpy"}  # module -> package
+# module -> package. pytest below 9: pytest-xdist 3.8 groups tests by a suffix to the node id that
+# pytest 9 no longer reads, so `make test` would build each shared fixture on every worker.
+LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest>=8.1,<9", "numpy": "numpy"}
 # Only `batch` and `make bench` need these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil);
 # pytest-xdist lets `make test` grade on two cores at once. A GPU image without them and without a network
 # still grades: `make grade` and `make test` go on without (the tests then run one at a time).

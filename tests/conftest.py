@@ -75,8 +75,13 @@ def submission_dir(request) -> Path:
 # Tests that share a costly module-scoped fixture (a whole batch, the solutions' grading, a release
 # bundle's own `make test`) run on one pytest-xdist worker together, so the fixture is built once:
 # each is put in an xdist group named after its module (the Makefile runs `--dist loadgroup`).
-# Every other test, in the same module or not, is scheduled on its own.
-def pytest_collection_modifyitems(config, items) -> None:
+# Every other test, in the same module or not, is scheduled on its own. A wrapper, so the groups
+# are set before any plugin's own hook: pytest-xdist reads them in its collection hook, which runs
+# before a conftest's; and pytest stays below 9 (grader/bootstrap.py), whose node ids ignore the
+# group xdist 3.8 appends. Without both, each costly fixture was built on both workers (the
+# hostile batch twice, 345 s each). test_layout.py proves the grouping holds.
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
     for item in items:
         definitions = getattr(item, "_fixtureinfo", None)
         shared = definitions and any(
@@ -84,3 +89,4 @@ def pytest_collection_modifyitems(config, items) -> None:
         )  # fmt: skip
         if shared:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    return (yield)

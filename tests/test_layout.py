@@ -4,6 +4,7 @@ bench` finds its benchmarks, and no comment or docstring sends a reader outside 
 from __future__ import annotations
 
 import ast
+import os
 import io
 import re
 import subprocess
@@ -149,3 +150,35 @@ def test_no_comment_or_docstring_points_outside_the_repository(repo):
             prose = _prose(path, path.read_text(errors="replace"))
             found += [f"{name}: {pointer}" for pointer in _pointers_outside(prose, known)]
     assert not found, "say the thing itself, or point to a file of the repository:\n" + "\n".join(found)
+
+
+PROBE = '''
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def shared():
+    with open(os.environ["PROBE_LOG"], "a") as log:
+        log.write(os.environ.get("PYTEST_XDIST_WORKER", "none") + "\\n")
+
+@pytest.mark.parametrize("i", range(8))
+def test_uses_the_shared_fixture(shared, i):
+    pass
+'''
+
+
+def test_a_shared_module_fixture_is_built_once_under_make_test(repo, tmp_path):
+    """`make test` runs two pytest-xdist workers with `--dist loadgroup`; conftest.py groups the
+    tests of a costly module-scoped fixture so that one worker builds it. A pytest or xdist that
+    drops the group (pytest 9 with xdist 3.8 did) would build each twice: a batch, twice."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed: `make test` runs on one core here")
+    (tmp_path / "conftest.py").write_text((repo / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the repository's settings
+    log = tmp_path / "built.log"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                           "-c", str(tmp_path / "pytest.ini"), str(tmp_path / "test_probe.py")],
+                          cwd=tmp_path, env={**os.environ, "PROBE_LOG": str(log)}, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert len(log.read_text().split()) == 1, f"the fixture was built by workers {log.read_text().split()}"
