@@ -22,6 +22,12 @@ then the report can name the cause and the fix:
   reads its output before writing it (`beta * C` with beta = 0) or reads past an input's end
   (a missing load mask) turns that NaN into its result.
 
+- `last_block`: only the last block of rows or columns is wrong (a stretch from a multiple of
+  a power of two to the end, shorter than it): a mask, off by one or missing.
+- `reduction`: every wrong row is the reference's row times one factor, a different one per
+  row: the row's elementwise work is right and its reduction (a sum, a max) is not, as when
+  masked-off lanes are loaded as 0 and counted, or a looped row folds in only some blocks.
+
 Each test runs only on a failed case. tests/test_diagnosis.py shows each on its signature and
 none on right outputs; each known-wrong submission's expect.toml names the diagnosis it earns
 (`diagnosis`), and test_wrong_submissions.py fails on any other.
@@ -33,6 +39,7 @@ from typing import Callable
 
 import torch
 
+from grader import locate
 from grader.spec import Tolerance
 
 EXPLAINS = 0.2  # the alternative reference must cut the error at least five-fold
@@ -173,6 +180,45 @@ def poison_read(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> str | Non
             "input (a load without its mask)")  # fmt: skip
 
 
+def _bad(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """The elements outside tolerance (or not finite), as rows x columns."""
+    wide = out.to(torch.float64)
+    close = torch.isfinite(wide) & ((wide - ref).abs() <= tol.atol + tol.rtol * ref.abs())
+    return locate.as_matrix(~close)
+
+
+def last_block(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> str | None:
+    bad = _bad(out, ref, tol)
+    for mask, axis in ((bad.any(dim=1), "rows"), (bad.any(dim=0), "columns")):
+        found = locate.last_block(mask)
+        if found and mask.shape[0] > 1:
+            first, block = found
+            return (f"only the last block of {axis} is wrong (from {first}, a multiple of {block}): a mask that is "
+                    "missing or off by one; compare offsets against the true length (offs < n), in both the load "
+                    "and the store")  # fmt: skip
+    return None
+
+
+def reduction(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> str | None:
+    rows_out, rows_ref = locate.as_matrix(out.to(torch.float64)), locate.as_matrix(ref)
+    if rows_ref.shape[0] < 2 or rows_ref.shape[1] < 2:
+        return None
+    bad = _bad(out, ref, tol).any(dim=1) & (rows_ref.abs().amax(dim=1) > 0)
+    if int(bad.sum()) < 2:
+        return None
+    got, want = rows_out[bad], rows_ref[bad]
+    factor = (got * want).sum(dim=1) / (want * want).sum(dim=1)
+    residual = torch.linalg.vector_norm(got - factor[:, None] * want, dim=1) / torch.linalg.vector_norm(want, dim=1)
+    off = (factor - 1).abs()
+    fits = bool((residual <= tol.norm).all() and (off > 10 * tol.norm).all())
+    if not fits or (factor.max() - factor.min()).item() <= 1e-3 * factor.abs().max().item():
+        return None  # one factor for every row is a wrong constant, not a reduction
+    return (f"each of the {int(bad.sum())} wrong rows is the right row times one factor ({factor.min().item():.4g} to "
+            f"{factor.max().item():.4g}), a different one per row: the elementwise work is right and the row's "
+            "reduction (its sum or max) is not; lanes masked off must not count (load them as -inf for a max, 0 for "
+            "a sum of exps), and a row looped over blocks must fold every block in")  # fmt: skip
+
+
 def diagnose(reason: str, out: object, ref: torch.Tensor, tol: Tolerance, inputs: dict,
              reference: Callable[[dict], torch.Tensor]) -> tuple[str, str] | None:  # fmt: skip
     """(name, sentence) for the first cause whose evidence fits a failed case, or None."""
@@ -189,6 +235,7 @@ def diagnose(reason: str, out: object, ref: torch.Tensor, tol: Tolerance, inputs
         return None
     with torch.no_grad():
         for name, test in (("transposed", lambda: transposed(out, ref, tol)), ("rounded", lambda: rounded(out, ref)),
+                           ("reduction", lambda: reduction(out, ref, tol)), ("last_block", lambda: last_block(out, ref, tol)),
                            ("tf32", lambda: tf32(out, ref, inputs, reference))):  # fmt: skip
             found = test()
             if found:

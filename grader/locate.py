@@ -42,10 +42,9 @@ def ranges(mask: torch.Tensor, limit: int = 6) -> str:
     return ", ".join(text) + more
 
 
-def _block_hint(mask: torch.Tensor, axis: str) -> str | None:
-    """What a band of bad rows or columns says about the block size, when it says anything: a
-    wrong stretch from a multiple of a power of two to the end, shorter than that power, is the
-    last block (its mask); everything wrong after the first block is a grid of one block."""
+def last_block(mask: torch.Tensor) -> tuple[int, int] | None:
+    """(first, block) where the wrong stretch of a row or column mask runs from a multiple of a
+    power of two to the end and is shorter than that power: the last block (its mask) is wrong."""
     extent = mask.numel()
     bad = torch.nonzero(mask).flatten()
     if not 0 < bad.numel() < extent:
@@ -54,11 +53,24 @@ def _block_hint(mask: torch.Tensor, axis: str) -> str | None:
     if first == 0 or not bool(mask[first:].all()):
         return None
     block = first & -first  # the largest power of two that divides `first`
-    span = extent - first
-    if block >= 8 and span < block:
+    return (first, block) if block >= 8 and extent - first < block else None
+
+
+def _block_hint(mask: torch.Tensor, axis: str) -> str | None:
+    """What a band of bad rows or columns says about the block size, when it says anything: a
+    wrong stretch from a multiple of a power of two to the end, shorter than that power, is the
+    last block (its mask); everything wrong after the first block is a grid of one block."""
+    extent = mask.numel()
+    if found := last_block(mask):
+        first, block = found
         return (f"{axis} {first}-{extent - 1} are wrong, and {first} = {first // block} x {block}: the last block "
                 f"of {block} (or of a multiple of it) is wrong; look at its mask")
-    if first == block and span >= block:
+    bad = torch.nonzero(mask).flatten()
+    if not 0 < bad.numel() < extent or int(bad[0]) == 0 or not bool(mask[int(bad[0]):].all()):
+        return None
+    first = int(bad[0])
+    block = first & -first
+    if first == block and extent - first >= block:
         return f"only the first {block} {axis} are right: as if one block of {block} were computed; look at the grid"
     return None
 

@@ -101,3 +101,28 @@ def test_nan_in_large_rows_by_position_is_neither_overflow_nor_poison():
     loudest[:, 0] = float("nan")
     found = diagnosis.diagnose("nan_or_inf", loudest, ref, FLOAT32, {"q": q}, None)
     assert found and found[0] == "overflow"
+
+
+def test_rows_each_off_by_their_own_factor_are_a_reduction_and_one_factor_is_not():
+    """A softmax that loads its masked-off lanes as 0 counts exp(0 - max) once per lane in each
+    row's sum: every row is right up to its own factor. A whole output times 2 is something else."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(48, 100, generator=generator, dtype=torch.float64)
+    ref = torch.softmax(x, dim=-1)
+    shifted = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    masked_as_zero = shifted / (shifted.sum(dim=-1, keepdim=True) + 28 * torch.exp(-x.amax(dim=-1, keepdim=True)))
+    softmax = lambda inputs: torch.softmax(inputs["x"].double(), dim=-1)  # noqa: E731
+    found = diagnosis.diagnose("wrong_result", masked_as_zero.float(), ref, FLOAT32, {"x": x.float()}, softmax)
+    assert found and found[0] == "reduction" and "-inf for a max" in found[1]
+    assert diagnosis.diagnose("wrong_result", (2 * ref).float(), ref, FLOAT32, {"x": x.float()}, softmax) is None
+
+
+def test_a_wrong_last_block_is_named_and_a_wrong_first_block_is_not():
+    ref = torch.randn(37, 1000, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    tail = ref.float().clone()
+    tail[:, 992:] = 0.0  # 992 = 31 x 32: the last block of 32 columns
+    found = diagnosis.diagnose("wrong_result", tail, ref, FLOAT32, {"x": ref.float()}, lambda d: ref)
+    assert found and found[0] == "last_block" and "offs < n" in found[1]
+    head = ref.float().clone()
+    head[:, :8] = 0.0
+    assert diagnosis.diagnose("wrong_result", head, ref, FLOAT32, {"x": ref.float()}, lambda d: ref) is None
