@@ -109,7 +109,8 @@ class PartLine:
         return [t for t in self.tests if t.graded and not t.passed]
 
     def cases(self) -> str:
-        graded = [t for t in self.tests if t.graded]
+        """Cases passed of those graded here: numerics and speed (loading the file is no case)."""
+        graded = [t for t in self.tests if t.graded and t.kind in ("correctness", "performance")]
         return f"{sum(t.passed for t in graded)}/{len(graded)}" if graded else "-"
 
     def points(self) -> str:
@@ -125,7 +126,11 @@ def parts(grade: Grade) -> list[PartLine]:
         line.tests.append(test)
         if speed := speed_of(test):
             line.speeds.append(speed)
-    return sorted(found.values(), key=lambda line: (ORDER[line.status], line.score / (line.max_score or 1)))
+    def rank(line: PartLine) -> tuple[int, float]:
+        share = line.score / (line.max_score or 1) if line.status == "partial" else 0.0
+        return ORDER[line.status], share
+
+    return sorted(found.values(), key=rank)
 
 
 def text(grade: Grade) -> str:

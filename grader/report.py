@@ -31,13 +31,16 @@ COLOURS = {"passed": "green", "partial": "yellow", "failed": "red", "not graded"
 
 
 def _speed_cell(line: glance.PartLine) -> str:
-    """Each timed case's ratio to torch, and what the slowest needs for its next tier."""
-    if line.speeds:
-        slowest = min(line.speeds, key=lambda s: s.ratio)
-        needs = slowest.needs()
-        return ", ".join(f"{s.ratio:.2f}x" for s in line.speeds) + (f" ({needs})" if needs else "")
-    timed = [t for t in line.tests if t.kind == "performance"]
-    return "needs a GPU" if timed and not any(t.graded for t in timed) else ""
+    """The timed cases' ratios to torch (a range), and what the slowest needs for the next tier."""
+    if not line.speeds:
+        timed = [t for t in line.tests if t.kind == "performance"]
+        return "needs a GPU" if timed and not any(t.graded for t in timed) else ""
+    ratios = sorted(s.ratio for s in line.speeds)
+    text = f"{ratios[0]:.2f}x" if ratios[-1] - ratios[0] < 0.005 else f"{ratios[0]:.2f}-{ratios[-1]:.2f}x"
+    slowest = min(line.speeds, key=lambda s: s.ratio)
+    if tier := slowest.next_tier:
+        text += f"; {tier[0]:.2f}x ({tier[1]:.0%}) needs <= {slowest.baseline_ms / tier[0]:.4f} ms"
+    return text
 
 
 def plain(text: object, style: str = "") -> Text:
@@ -52,12 +55,17 @@ def print_table(grade: Grade, console: Console | None = None) -> None:
     fix. The HTML report has the rest."""
     console = console or Console()
     table = Table(title=plain(f"Grades for {grade.submission}"))
-    for column in ("assignment", "part", "status", "cases", "points", "what failed", "speed"):
-        table.add_column(column, justify="right" if column in ("cases", "points") else "left")
     lines = glance.parts(grade)
+    timed = any(line.speeds for line in lines)  # no speed column where none was measured (a CPU)
+    columns = ("assignment", "part", "status", "cases", "points", "what failed") + (("speed",) if timed else ())
+    for column in columns:  # folded, never cut with an ellipsis, in a narrow terminal
+        numbers = column in ("cases", "points")
+        table.add_column(column, justify="right" if numbers else "left", overflow="fold", no_wrap=numbers)
     for line in lines:
-        table.add_row(plain(line.assignment), plain(line.part), plain(line.status, COLOURS[line.status]),
-                      line.cases(), line.points(), plain(line.reasons), plain(_speed_cell(line)))  # fmt: skip
+        part = f"{line.part} (bonus)" if line.bonus else line.part
+        cells = [plain(line.assignment), plain(part), plain(line.status, COLOURS[line.status]), line.cases(),
+                 f"{line.score:.2f}/{line.max_score:.2f}", plain(line.reasons)]  # fmt: skip
+        table.add_row(*cells, *([plain(_speed_cell(line))] if timed else []))
     console.print(table)
     for line in lines:  # the first thing to fix in each part
         if not line.failed:
