@@ -108,6 +108,13 @@ class PartLine:
     def failed(self) -> list[TestResult]:
         return [t for t in self.tests if t.graded and not t.passed]
 
+    def speed_range(self) -> str:
+        """The timed cases' ratios to torch as one range ("0.95-1.02x"), or "" where none was timed."""
+        ratios = sorted(s.ratio for s in self.speeds)
+        if not ratios:
+            return ""
+        return f"{ratios[0]:.2f}x" if ratios[-1] - ratios[0] < 0.005 else f"{ratios[0]:.2f}-{ratios[-1]:.2f}x"
+
     def cases(self) -> str:
         """Cases passed of those graded here: numerics and speed (loading the file is no case)."""
         graded = [t for t in self.tests if t.graded and t.kind in ("correctness", "performance")]

@@ -35,8 +35,7 @@ def _speed_cell(line: glance.PartLine) -> str:
     if not line.speeds:
         timed = [t for t in line.tests if t.kind == "performance"]
         return "needs a GPU" if timed and not any(t.graded for t in timed) else ""
-    ratios = sorted(s.ratio for s in line.speeds)
-    text = f"{ratios[0]:.2f}x" if ratios[-1] - ratios[0] < 0.005 else f"{ratios[0]:.2f}-{ratios[-1]:.2f}x"
+    text = line.speed_range()
     slowest = min(line.speeds, key=lambda s: s.ratio)
     if tier := slowest.next_tier:
         text += f"; {tier[0]:.2f}x ({tier[1]:.0%}) needs <= {slowest.baseline_ms / tier[0]:.4f} ms"
