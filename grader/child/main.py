@@ -65,11 +65,7 @@ def main(lifeline: str) -> None:
         from grader.child import interpreter
 
         interpreter.install()
-    if job.device == "cuda":
-        # On the GPU tier torch may import it lazily later (a dispatch mode's first use in the torch
-        # the image has), writing a cache folder, which the guard would refuse; here it costs
-        # seconds. The CPU tier's dispatch mode does not need it (allocations.GuardedAllocations).
-        import torch._dynamo  # noqa: F401
+    import torch._dynamo  # noqa: F401 (torch imports it lazily at a dispatch mode's first use, writing a cache folder)
 
     from grader.child import guard, hooks, submission, worker
     from grader.child.launcher import CudaEntry
