@@ -42,6 +42,7 @@ BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main impo
 CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
 FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
 PR_SET_CHILD_SUBREAPER = 36
+INDUCTOR_CACHE = "torchinductor"  # under the child's scratch folder
 OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                  "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
 
@@ -205,6 +206,10 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None) 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
     env.update(TRITON_CACHE_DIR=str(compiled or scratch / "triton-cache"), TRITON_HOME=str(scratch))
+    # torch's compiler keeps its cache here. Importing torch._dynamo would create it (the GPU tier's
+    # child imports it, the CPU tier's does not): the child creates it on both tiers, so student
+    # code that looks for it finds the same folder on each (child/main.py).
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / INDUCTOR_CACHE)
     if compiled is not None:
         env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a timing child reuses them
     if device == "cpu":

@@ -323,6 +323,14 @@ def test_a_gradings_children_share_one_triton_cache_and_no_other_grading_sees_it
     assert (first / "compiled").stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_torchs_compiler_cache_is_the_same_private_folder_on_both_tiers(device, tmp_path):
+    """Only the GPU tier's child imports torch._dynamo, which would make this folder: the child
+    makes it on both, so code that looks for it (the CS336 kernel in tests/corpus) sees one tier."""
+    env = isolation.child_environment(device, tmp_path)
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / isolation.INDUCTOR_CACHE)
+
+
 def test_each_grade_says_where_its_time_went():
     result = grade(SUBMISSIONS.parent.parent / "solutions", ["vector_add"])
     phases = result.environment["phases"]

@@ -65,7 +65,14 @@ def main(lifeline: str) -> None:
         from grader.child import interpreter
 
         interpreter.install()
-    import torch._dynamo  # noqa: F401 (torch imports it lazily at a dispatch mode's first use, writing a cache folder)
+    # torch's compiler cache folder (isolation.child_environment) exists on both tiers before any
+    # student code runs, whether or not torch._dynamo is imported.
+    os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
+    if job.device == "cuda":
+        # On the GPU tier torch may import it lazily later (a dispatch mode's first use in the torch
+        # the image has), which the guard would refuse; here it costs seconds. The CPU tier's
+        # dispatch mode does not need it (allocations.GuardedAllocations).
+        import torch._dynamo  # noqa: F401
 
     from grader.child import guard, hooks, submission, worker
     from grader.child.launcher import CudaEntry
