@@ -104,9 +104,14 @@ def test_bundle_passes_its_own_make_test_in_a_fresh_clone(bundle, tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(bundle), str(clone)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PYTEST"))}
+    # Set up from this interpreter, which has torch and Triton: the bundle's venv reuses them, as on
+    # a GPU image, rather than installing them again (CI's own fresh clone covers the install).
+    env["PYTHON"] = sys.executable
     done = subprocess.run(["make", "test"], cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
+    venv_packages = (clone / ".venv" / "lib").glob("python*/site-packages/torch")
+    assert not list(venv_packages), "the bundle's venv installed torch again instead of reusing this one"
 
 
 def test_gradescope_zip_grades_a_fake_autograder_tree(tmp_path):
