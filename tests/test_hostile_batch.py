@@ -2,15 +2,17 @@
 
 The class is one student per CPU-tier folder under tests/submissions/vector_add/ (named after
 it) but `infinite_loop`, plus `correct` (solutions/vector_add) and `starter` (the untouched stub);
-every student but the starter also hands in a right `gelu`. ONE `python -m grader batch` of both
-assignments grades the class on a Dask cluster of two CPU workers, as a TA runs it. This is what
+each student whose hostile vector_add ends abnormally or acts around its call (a crash, a hang,
+tampering, a daemon: any reason but a judged wrong answer), and `correct`, also hand in a right
+`gelu`. ONE `python -m grader batch` of both assignments grades the class on a Dask cluster of
+two CPU workers, as a TA runs it. This is what
 test_wrong_submissions.py and test_isolation.py check one submission at a time, checked where the
 submissions share a cluster, its workers and its temporary directory:
 
 - the batch exits 0 with a row per student, and `correct` earns every correctness point while the
   hostile ones grade beside it;
 - a hostile vector_add costs its student that assignment only: their gelu earns every
-  correctness point, as the correct student's does;
+  correctness point, as the correct student's does (JUDGED below says who hands in none);
 - each hostile student earns its expect.toml reason on every failing correctness test;
 - a hang (`deadlock`) costs at most the assignment's time limit plus 5 s (`batch` has no option
   to shorten it: the limit is `cpu_timeout_s` in assignment.toml, 120 s, for the whole class).
@@ -72,7 +74,12 @@ def expectations() -> dict[str, dict]:
 
 EXPECT = expectations()
 STUDENTS = {*EXPECT, "correct", "starter"}
-OTHER = "gelu"  # the assignment each student hands in right, beside their vector_add
+OTHER = "gelu"  # the assignment hostile students hand in right, beside their vector_add
+# Reasons a grading earns by running to its end and judging what came back. A student whose
+# vector_add earns one of these hands in no gelu: whatever such a grading could break, it breaks
+# for the next task on its worker (another student's, every one of them checked here too).
+JUDGED = {"wrong_result", "forbidden_op", "no_kernel_launched", "missing_file"}
+WITH_OTHER = sorted(name for name, expect in EXPECT.items() if expect["reason"] not in JUDGED)
 # Everything the grader writes under --out for this class (no archives, so no .unpacked/).
 GRADER_FILES = {"grades.csv", "gradebook.sqlite", "summary.html"} | {
     f"{student}/{name}" for student in STUDENTS for name in ("results.json", "report.html")
@@ -117,7 +124,7 @@ def build_class(folder: Path, scratch: Path) -> None:
         tree = known_wrong(HOSTILE / name, scratch)
         shutil.copytree(tree, folder / name, ignore=shutil.ignore_patterns("expect.toml"))
     shutil.copytree(REPO_ROOT / "solutions" / "vector_add", folder / "correct" / "vector_add")
-    for student in STUDENTS - {"starter"}:
+    for student in [*WITH_OTHER, "correct"]:
         shutil.copytree(REPO_ROOT / "solutions" / OTHER, folder / student / OTHER)
     for assignment in ("vector_add", OTHER):
         shutil.copytree(REPO_ROOT / "starter" / assignment, folder / "starter" / assignment)
@@ -217,7 +224,7 @@ def test_the_correct_student_loses_nothing_to_the_hostile_ones(run):
     assert starter and {t["extra_data"]["reason"] for t in starter} == {"not_implemented"}
 
 
-@pytest.mark.parametrize("student", sorted(EXPECT))
+@pytest.mark.parametrize("student", WITH_OTHER)
 def test_a_hostile_vector_add_costs_its_student_nothing_else(run, student):
     theirs = correctness(run.results(student), assignment=OTHER)
     lost = [(t["name"], t["extra_data"]["reason"], t["output"][:200]) for t in theirs if t["status"] != "passed"]
