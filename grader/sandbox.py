@@ -38,6 +38,7 @@ from grader.spec import REPO_ROOT
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 SHOWN_IN_REPO = ("grader", "assignments", ".venv")  # all the child may see of the repository
+PACKAGE_FOLDERS = ("site-packages", "dist-packages")  # where an import path holds installed packages
 SHM_BYTES = 64 << 20
 # Refused inside the sandbox, whatever the process's privileges: what would reshape the sandbox,
 # reach into another process, or load code into the kernel.
@@ -85,9 +86,11 @@ def _inside_repo_allowed(path: Path) -> bool:
 
 def _is_grader_path(path: Path) -> bool:
     """A Python installation or a checkout of the grader under /tmp (Gradescope's unpacked
-    autograder, a TA's scratch checkout) stays in sight; the rest of /tmp does not."""
+    autograder, a TA's scratch checkout), and the package folders on its import path (a venv
+    that reuses another's packages, as bootstrap.py sets up, names them in a .pth file) stay in
+    sight; the rest of /tmp does not."""
     return path.is_relative_to("/tmp") and (path == Path(sys.prefix) or Path(sys.prefix).is_relative_to(path)
-                                            or path.is_relative_to(REPO_ROOT))
+                                            or path.is_relative_to(REPO_ROOT) or path.name in PACKAGE_FOLDERS)
 
 
 def python_paths() -> list[Path]:

@@ -149,3 +149,17 @@ def test_the_gradings_shared_folder_is_the_only_new_place_a_child_can_write(tmp_
     seen = json.loads(done.stdout)
     assert seen[str(shared / "kernel.cubin")] == "written" and (shared / "kernel.cubin").exists()
     assert seen[str(shown / "planted")] == "EROFS" and not (shown / "planted").exists()
+
+
+def test_package_folders_on_the_import_path_under_tmp_stay_in_sight(tmp_path, monkeypatch):
+    """A venv that reuses another's packages (bootstrap.py, on a GPU image) finds them through a
+    .pth file; where that other venv lives under /tmp, the child must still see its packages, and
+    nothing else of /tmp."""
+    assert tmp_path.is_relative_to("/tmp"), "this test needs pytest's folders under /tmp"
+    packages = tmp_path / "other-venv" / "lib" / "python3" / "site-packages"
+    elsewhere = tmp_path / "not-packages"
+    packages.mkdir(parents=True), elsewhere.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(packages), str(elsewhere)])
+    shown = sandbox.python_paths()
+    assert packages in shown
+    assert not any(elsewhere.is_relative_to(p) for p in shown), shown
