@@ -39,7 +39,7 @@ from typing import Callable
 
 import torch
 
-from grader import locate
+from grader import locate, numerics
 from grader.spec import Tolerance
 
 EXPLAINS = 0.2  # the alternative reference must cut the error at least five-fold
@@ -183,7 +183,7 @@ def poison_read(out: torch.Tensor, ref: torch.Tensor, inputs: dict) -> str | Non
 def _bad(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> torch.Tensor:
     """The elements outside tolerance (or not finite), as rows x columns."""
     wide = out.to(torch.float64)
-    close = torch.isfinite(wide) & ((wide - ref).abs() <= tol.atol + tol.rtol * ref.abs())
+    close = torch.isfinite(wide) & ((wide - ref).abs() <= numerics.allowed(ref, tol))
     return locate.as_matrix(~close)
 
 

@@ -42,18 +42,23 @@ def ranges(mask: torch.Tensor, limit: int = 6) -> str:
     return ", ".join(text) + more
 
 
-def last_block(mask: torch.Tensor) -> tuple[int, int] | None:
-    """(first, block) where the wrong stretch of a row or column mask runs from a multiple of a
-    power of two to the end and is shorter than that power: the last block (its mask) is wrong."""
-    extent = mask.numel()
+def _wrong_to_the_end(mask: torch.Tensor) -> tuple[int, int] | None:
+    """(first, block) where a row or column mask is wrong from `first` (not 0) to the end and
+    right before it; `block` is the largest power of two that divides `first`."""
     bad = torch.nonzero(mask).flatten()
-    if not 0 < bad.numel() < extent:
+    if not 0 < bad.numel() < mask.numel():
         return None
     first = int(bad[0])
     if first == 0 or not bool(mask[first:].all()):
         return None
-    block = first & -first  # the largest power of two that divides `first`
-    return (first, block) if block >= 8 and extent - first < block else None
+    return first, first & -first
+
+
+def last_block(mask: torch.Tensor) -> tuple[int, int] | None:
+    """(first, block) where the wrong stretch of a row or column mask runs from a multiple of a
+    power of two to the end and is shorter than that power: the last block (its mask) is wrong."""
+    found = _wrong_to_the_end(mask)
+    return found if found and found[1] >= 8 and mask.numel() - found[0] < found[1] else None
 
 
 def _block_hint(mask: torch.Tensor, axis: str) -> str | None:
@@ -65,9 +70,11 @@ def _block_hint(mask: torch.Tensor, axis: str) -> str | None:
         first, block = found
         return (f"{axis} {first}-{extent - 1} are wrong, and {first} = {first // block} x {block}: the last block "
                 f"of {block} (or of a multiple of it) is wrong; look at its mask")
-    bad = torch.nonzero(mask).flatten()
-    if not 0 < bad.numel() < extent or int(bad[0]) == 0 or not bool(mask[int(bad[0]):].all()):
-        return None
+    found = _wrong_to_the_end(mask)
+    if found and found[0] == found[1] and extent - found[0] >= found[1]:
+        block = found[1]
+        return f"only the first {block} {axis} are right: as if one block of {block} were computed; look at the grid"
+    return None
     first = int(bad[0])
     block = first & -first
     if first == block and extent - first >= block:

@@ -27,11 +27,16 @@ class Verdict:
         return self.reason == "ok"
 
 
+def allowed(ref: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """The largest absolute error each element may have: atol + rtol * |ref|."""
+    return tol.atol + tol.rtol * ref.abs()
+
+
 def errors(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> dict:
     """Error measures of a finite output in float64, and the mask of elements out of tolerance."""
     actual = out.to(torch.float64)
     diff = (actual - ref).abs()
-    bad = diff > tol.atol + tol.rtol * ref.abs()
+    bad = diff > allowed(ref, tol)
     ref_norm = torch.linalg.vector_norm(ref).item()
     return {
         "max_abs_error": diff.max().item() if diff.numel() else 0.0,
