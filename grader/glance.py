@@ -49,6 +49,14 @@ class Speed:
         higher = [tier for tier in self.tiers if tier[0] > self.ratio]
         return min(higher) if higher else None
 
+    def next_tier_text(self, at_most: str = "<=") -> str:
+        """The next tier as the terminal and the chart label it ("1.00x (100%) needs <= 0.1800 ms"),
+        or "" where none is left."""
+        if (tier := self.next_tier) is None:
+            return ""
+        edge, share = tier
+        return f"{edge:.2f}x ({share:.0%}) needs {at_most} {self.baseline_ms / edge:.4f} ms"
+
     def needs(self) -> str:
         """What the student can act on: the time the next tier needs, or that none is left."""
         if not self.tiers:

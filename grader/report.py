@@ -36,9 +36,8 @@ def _speed_cell(line: glance.PartLine) -> str:
         timed = [t for t in line.tests if t.kind == "performance"]
         return "needs a GPU" if timed and not any(t.graded for t in timed) else ""
     text = line.speed_range()
-    slowest = min(line.speeds, key=lambda s: s.ratio)
-    if tier := slowest.next_tier:
-        text += f"; {tier[0]:.2f}x ({tier[1]:.0%}) needs <= {slowest.baseline_ms / tier[0]:.4f} ms"
+    if tier := min(line.speeds, key=lambda s: s.ratio).next_tier_text():
+        text += f"; {tier}"
     return text
 
 
