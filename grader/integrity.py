@@ -80,10 +80,7 @@ def forbidden_ops(part: Part, activity: Activity) -> Verdict | None:
 def foreign_kernels(activity: Activity, cuda_kernels: set[str]) -> list[str]:
     """GPU kernels that no allowed op launched and that are not the student's: more runs of a
     name than the student's Triton launches of it, or a name found in no launch and no .cu."""
-    own = Counter()
-    for launch in activity.launches:
-        if launch.own:
-            own[launch.kernel] += launch.count
+    own = Counter(_own_launches(activity))
     foreign = []
     for kernel in activity.kernels:
         if kernel.op:
@@ -98,6 +95,27 @@ def foreign_kernels(activity: Activity, cuda_kernels: set[str]) -> list[str]:
             continue
         foreign.append(kernel.name)
     return foreign
+
+
+def _own_launches(activity: Activity) -> dict[str, int]:
+    own = Counter()
+    for launch in activity.launches:
+        if launch.own:
+            own[launch.kernel] += launch.count
+    return dict(own)
+
+
+def _runs(name: str, activity: Activity) -> str:
+    """A foreign kernel as the verdict shows it; one that bears the name of a kernel of the
+    student's says how often it ran against how often their code launched it."""
+    base = kernel_base(name)
+    launched = _own_launches(activity).get(base)
+    if launched is None:
+        return name[:120]
+    eager = sum(k.count for k in activity.kernels if kernel_base(k.name) == base and not k.op and not k.graph)
+    graph = sum(k.count for k in activity.kernels if kernel_base(k.name) == base and not k.op and k.graph)
+    return (f"{name[:120]} (ran {eager} times outside a CUDA graph and {graph} times in one; "
+            f"your code launched it {launched} times)")
 
 
 def own_kernel_ran(part: Part, activity: Activity, device: str, cuda_kernels: set[str]) -> bool:
@@ -116,9 +134,10 @@ def integrity(part: Part, activity: Activity, device: str, calls: int, cuda_kern
         return verdict
     foreign = foreign_kernels(activity, cuda_kernels) if device == "cuda" else []
     if foreign:
-        shown = ", ".join(name[:120] for name in foreign[:4])
+        shown = ", ".join(_runs(name, activity) for name in foreign[:4])
         return Verdict("forbidden_op", f"the GPU ran kernels that are not yours during the call: {shown} (a library "
-                       "called directly, or a kernel launched by something other than your code)", {"kernels": foreign})  # fmt: skip
+                       "called directly, or a kernel launched by something other than your code)",
+                       {"kernels": foreign, "launched": _own_launches(activity)})  # fmt: skip
     if not own_kernel_ran(part, activity, device, cuda_kernels):
         launched = ", ".join(sorted({launch.kernel for launch in activity.launches}))
         seen = f" (kernels launched, none defined in your files: {launched})" if launched else ""

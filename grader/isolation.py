@@ -206,8 +206,8 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None) 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
     env.update(TRITON_CACHE_DIR=str(compiled or scratch / "triton-cache"), TRITON_HOME=str(scratch))
-    # torch's compiler keeps its cache here. Importing torch._dynamo would create it (the GPU tier's
-    # child imports it, the CPU tier's does not): the child creates it on both tiers, so student
+    # torch's compiler keeps its cache here. Importing torch._dynamo would create it (the child
+    # imports it only with a torch that needs it): the child creates it on every tier, so student
     # code that looks for it finds the same folder on each (child/main.py).
     env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / INDUCTOR_CACHE)
     if compiled is not None:

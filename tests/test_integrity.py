@@ -160,6 +160,36 @@ def test_a_library_kernel_is_foreign_and_a_name_borrowed_for_it_does_not_help():
     assert integrity.foreign_kernels(Activity(kernels=[KernelCount("void tiled<4>(float*)", 2)]), {"tiled"}) == []
 
 
+def test_runs_beyond_the_students_launches_are_counted_in_the_verdict():
+    extra = Activity(launches=[LaunchCount("k", "mine.py", True, 2)],
+                     kernels=[KernelCount("k", 5), KernelCount("k", 40, graph=True)])
+    verdict = integrity.integrity(PART, extra, "cuda", 1)
+    assert verdict.reason == "forbidden_op"
+    assert "k (ran 5 times outside a CUDA graph and 40 times in one; your code launched it 2 times)" in verdict.message
+    assert verdict.metrics == {"kernels": ["k"], "launched": {"k": 2}}
+
+
+def _event(name: str, id: int, cuda: bool = False):
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    return SimpleNamespace(name=name, id=id, device_type=DeviceType.CUDA if cuda else DeviceType.CPU, cpu_parent=None)
+
+
+def test_a_second_record_of_one_launch_is_a_graph_replay():
+    """CUPTI tags some replays of a captured launch with the capture's id, not the replay's
+    (seen on an H100, torch 2.11): one launch runs its kernel once, so the rest are replays."""
+    from grader.child.activity import _kernels
+
+    events = [_event("cuLaunchKernelEx", 1), _event("k", 1, cuda=True),  # an eager launch
+              _event("cuLaunchKernelEx", 2),  # captured into a graph: runs nothing then
+              _event("cudaGraphLaunch", 3), _event("k", 3, cuda=True),  # a replay, tagged as such
+              _event("k", 2, cuda=True), _event("k", 2, cuda=True), _event("k", 2, cuda=True)]  # replays, tagged as the capture
+    launchers = {e.id: ("", e.name) for e in events if e.device_type.name == "CPU"}
+    assert {(k.name, k.count, k.graph) for k in _kernels(events, launchers, "grader::harness")} == {("k", 2, False), ("k", 3, True)}
+
+
 def test_on_a_gpu_a_kernel_must_have_run_not_only_been_launched():
     logged_only = Activity(launches=[LaunchCount("k", "mine.py", True, 1)])
     assert integrity.integrity(PART, logged_only, "cpu", 1) is None
@@ -223,6 +253,38 @@ def test_work_on_a_side_stream_shows_as_hidden_time():
                "copy_gbps": timing.copy_bandwidth(torch.device("cuda"))}  # fmt: skip
     assert judging.tampering(medians) is not None
     assert medians["student_hidden_ms"] > 1.0, "the synchronized wall clock saw the side stream's work"
+
+
+@requires_gpu
+@pytest.mark.gpu
+def test_a_kernel_benchmarked_from_a_cuda_graph_is_not_foreign():
+    """An autotuner's do_bench_cudagraph replays thousands of captured launches of a short kernel:
+    none of those runs may count against the student's launches."""
+    import triton
+    import triton.language as tl
+    import triton.testing
+
+    from grader.child.activity import Session, summarize
+
+    @triton.jit
+    def add(x, y, out, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out + offsets, tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask), mask=mask)
+
+    x = torch.randn(1024, device="cuda")
+    y, out = torch.randn_like(x), torch.empty_like(x)
+    call = lambda: add[(1,)](x, y, out, 1024, BLOCK=1024)  # noqa: E731
+    call()
+    with Session(kernels=True) as session:
+        for _ in range(3):
+            triton.testing.do_bench_cudagraph(call, rep=100)
+        torch.cuda.synchronize()
+    kernels = [k for k in summarize(session).kernels if k.name == "add"]
+    launches = sum(1 for e in session.events if e.name == "cuLaunchKernelEx")
+    eager = sum(k.count for k in kernels if not k.graph)
+    assert sum(k.count for k in kernels if k.graph) > 10 * launches / 2, kernels  # the replays were seen
+    assert eager <= launches, f"{eager} runs outside a graph from {launches} launches: {kernels}"
 
 
 @requires_gpu

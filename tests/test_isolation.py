@@ -325,8 +325,9 @@ def test_a_gradings_children_share_one_triton_cache_and_no_other_grading_sees_it
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_torchs_compiler_cache_is_the_same_private_folder_on_both_tiers(device, tmp_path):
-    """Only the GPU tier's child imports torch._dynamo, which would make this folder: the child
-    makes it on both, so code that looks for it (the CS336 kernel in tests/corpus) sees one tier."""
+    """Importing torch._dynamo makes this folder, and a child imports it only with a torch that
+    needs it: the child makes it on both tiers, so code that looks for it (the CS336 kernel in
+    tests/corpus) sees one tier."""
     env = isolation.child_environment(device, tmp_path)
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / isolation.INDUCTOR_CACHE)
 

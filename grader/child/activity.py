@@ -153,11 +153,17 @@ def _kernels(events, launchers: dict[int, tuple[str, str]], harness: str) -> lis
     library); the harness's own launches (inside its ranges) are left out."""
     harness_ids = {e.id for e in events if e.device_type == DeviceType.CPU and _in_harness(e, harness)}
     counts: Counter = Counter()
+    ran: set[int] = set()  # correlation ids that a kernel record already carried
     for event in events:
         if event.device_type != DeviceType.CUDA or event.name.startswith(NOT_KERNELS) or event.id in harness_ids:
             continue
         if event.name.startswith("grader::"):
             continue  # the GPU's copy of a host range, not a kernel
         op, call = launchers.get(event.id, ("", ""))
-        counts[(event.name, op, call.startswith(("cudaGraphLaunch", "cuGraphLaunch")))] += 1
+        # A replayed graph's kernels carry the id of the cudaGraphLaunch, or (CUPTI does both, on an
+        # H100 with torch 2.11, for whole replays at a time) the id of the launch that was captured:
+        # one launch runs its kernel once, so a second record of one id is a replay.
+        graph = call.startswith(("cudaGraphLaunch", "cuGraphLaunch")) or event.id in ran
+        ran.add(event.id)
+        counts[(event.name, op, graph)] += 1
     return [KernelCount(name, n, op, graph) for (name, op, graph), n in sorted(counts.items())]
