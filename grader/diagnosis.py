@@ -91,7 +91,7 @@ def rounded(out: torch.Tensor, ref: torch.Tensor) -> str | None:
 def transposed(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> str | None:
     if ref.dim() < 2 or ref.shape[-1] == 1 or ref.shape[-2] == 1:
         return None
-    swapped = ref.transpose(-1, -2)
+    swapped = ref.mT  # the last two dimensions swapped
     if swapped.shape == ref.shape and _relative(out, swapped) <= tol.norm:
         return ("the output is the reference transposed: rows and columns swapped; check which index goes with "
                 "which stride in the store (or the loads)")  # fmt: skip

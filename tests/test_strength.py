@@ -44,6 +44,11 @@ def _fakes(inputs: dict, reference: torch.Tensor, dtype: torch.dtype) -> dict:
     stacked = [t for t in tensors if tuple(t.shape) == tuple(reference.shape[1:])]
     if not same_shape and len(stacked) >= reference.shape[0]:
         fakes["unchanged input"] = torch.stack(stacked[: reference.shape[0]])
+    # An output that holds an input's elements in another shape (a transpose's): the input's
+    # elements in their own order, read in the output's shape, as a kernel that copies them leaves them.
+    rearranged = [t for t in tensors if t.numel() == reference.numel()]
+    if "unchanged input" not in fakes and rearranged:
+        fakes["unchanged input"] = rearranged[0].reshape(reference.shape).clone()
     if dtype != torch.bfloat16:
         fakes["bfloat16 downcast"] = reference.to(torch.bfloat16).to(dtype)
     return fakes

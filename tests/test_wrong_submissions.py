@@ -18,7 +18,7 @@ import tomllib
 import pytest
 
 from conftest import SUBMISSIONS, grade, known_wrong
-from grader import reasons
+from grader import cuda_build, reasons
 from grader.spec import REPO_ROOT
 
 
@@ -80,6 +80,29 @@ def test_each_edit_still_applies_to_its_solution(tmp_path):
             f"{folder.name}: its edits leave the solution as it was"  # fmt: skip
         stray = [p.name for p in folder.iterdir() if p.name != "expect.toml"]
         assert not stray, f"{folder.name} has edits, so its files would be ignored: {stray}"
+
+
+def _gpu_only_cuda_bugs() -> list:
+    """The bugs that only a GPU shows in a CUDA C file: all the CPU tier does with them is build them."""
+    found = []
+    for folder, expect in expectations():
+        files = {edit["file"] for edit in expect.get("edits", [])} | {path.name for path in folder.rglob("*.cu")}
+        if expect.get("tier") == "gpu" and any(name.endswith(".cu") for name in files):
+            found.append(pytest.param(folder, id=f"{folder.parent.name}/{folder.name}"))
+    return found
+
+
+@pytest.mark.skipif(cuda_build.nvcc() is None, reason="nvcc is not installed on this machine")
+@pytest.mark.parametrize("folder", _gpu_only_cuda_bugs())
+def test_a_cuda_bug_that_only_a_gpu_shows_compiles(folder, tmp_path):
+    """Such a bug must build, or the GPU tier grades it compile_error instead of its reason: a
+    stray edit would only show there, on borrowed GPU time. nvcc builds it here as the grader does."""
+    tree = known_wrong(folder, tmp_path) / folder.parent.name
+    sources = sorted(tree.glob("*.cu"))
+    assert sources, f"{folder.name}: no .cu file in the submission"
+    for source in sources:
+        built = cuda_build.build(source)
+        assert built.library is not None, f"{folder.name}: {source.name} does not build: {built.message}"
 
 
 def test_every_reason_code_has_a_submission_that_earns_it():
