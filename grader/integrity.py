@@ -159,15 +159,17 @@ def required_loads(part: Part, activity: Activity) -> Verdict | None:
         return None
     wanted = (f"{part.entry} must load its input tiles through tl.make_block_ptr (or a tensor descriptor), so that "
               "the compiler sees each tile's shape and strides")  # fmt: skip
-    unread = next((k for k in activity.loads if not k.read), None)
+    # The counts crossed from the child: a negative one is no count at all, and proves nothing.
+    unread = next((k for k in activity.loads
+                   if not k.read or min(k.block_pointers, k.descriptors, k.pointer_tensors) < 0), None)
     if unread is not None:
-        return Verdict("forbidden_op", f"{wanted}; {unread.kernel} ({unread.file}) was compiled without the TTIR that "
-                       "shows how it loads (was Triton's cache told to keep binaries only?), so it cannot be checked")  # fmt: skip
-    pointers = [k for k in activity.loads if k.pointer_tensors]
+        return Verdict("forbidden_op", f"{wanted}; {unread.kernel} ({unread.file}) was compiled without the TTIR "
+                       "that shows how it loads (Triton's cache told to keep binaries only?), so it cannot be checked")
+    pointers = [k for k in activity.loads if k.pointer_tensors > 0]
     if pointers:
         return Verdict("forbidden_op", f"{wanted}; {_pointer_loads(pointers[0])}",
                        {"pointer_loads": {k.kernel: k.pointer_tensors for k in pointers}})  # fmt: skip
-    if not any(k.block_pointers or k.descriptors for k in activity.loads):
+    if not any(k.block_pointers > 0 or k.descriptors > 0 for k in activity.loads):
         kernels = ", ".join(sorted({k.kernel for k in activity.loads})) or "none seen"
         return Verdict("forbidden_op", f"{wanted}; the kernels of the call ({kernels}) load no tile through either")
     return None

@@ -230,7 +230,7 @@ def test_loads_are_counted_in_the_code_generators_ttir(triton_cache):
     """, triton_cache)  # fmt: skip
     loads = {r["kernel"]: r["loads"] for r in result["reports"]}
     assert result["logged"] == [loads["matmul_bt_kernel"]]
-    counted = {name: (found["block_pointers"], found["descriptors"], found["pointer_tensors"]) for name, found in loads.items()}
+    counted = {name: (k["block_pointers"], k["descriptors"], k["pointer_tensors"]) for name, k in loads.items()}
     assert counted == {"matmul_bt_kernel": (2, 0, 0), "descriptor_bt_kernel": (0, 2, 0), "dot_kernel": (0, 0, 2)}
     assert all(found["read"] for found in loads.values())
     assert loads["dot_kernel"]["file"] == "compiler_only.py"

@@ -182,8 +182,10 @@ def test_a_part_that_requires_block_pointers_judges_every_kernels_loads():
     assert "p (mine.py) loads 1 tile through a tensor of pointers, the first at mine.py, line 9" in verdict.message
     nothing = integrity.required_loads(part, Activity(loads=[KernelLoads("s", "mine.py")]))
     assert nothing.reason == "forbidden_op" and "(s) load no tile through either" in nothing.message
-    unread = integrity.required_loads(part, Activity(loads=[blocks, KernelLoads("u", "mine.py", read=False)]))
-    assert unread.reason == "forbidden_op" and "cannot be checked" in unread.message
+    negative = KernelLoads("u", "mine.py", block_pointers=2, pointer_tensors=-1)
+    for unread in (KernelLoads("u", "mine.py", read=False), negative):
+        verdict = integrity.required_loads(part, Activity(loads=[blocks, unread]))
+        assert verdict.reason == "forbidden_op" and "u (mine.py) was compiled without the TTIR" in verdict.message
 
 
 def _measure(student, n: int = 1 << 24):

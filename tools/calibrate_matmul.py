@@ -157,13 +157,15 @@ def calibrate_bt(sizes: list[int], rows: list) -> None:
         for label, fn in variants:
             try:
                 error = ((fn(**first).double() - expected).norm() / expected.norm()).item()
-                speed, micros, cublas = ratio(fn, make, lambda a, b: torch.matmul(a, b.T)) if error < 1e-2 else (0, 0, 0)
+                timed = error < 1e-2
+                speed, micros, cublas = ratio(fn, make, lambda a, b: torch.matmul(a, b.T)) if timed else (0, 0, 0)
             except Exception as failure:
                 speed, micros, cublas, error = 0.0, 0.0, 0.0, float("nan")
                 print(f"  {label}: {type(failure).__name__}: {str(failure)[:100]}")
             tflops, cublas_tflops = (flops / (us * 1e-6) / 1e12 if us else 0.0 for us in (micros, cublas))
-            rows.append({"part": "matmul_bt", "size": size, "dtype": name, "variant": label, "ratio": speed, "us": micros,
-                         "tflops": tflops, "cublas_us": cublas, "cublas_tflops": cublas_tflops, "error": error})  # fmt: skip
+            rows.append({"part": "matmul_bt", "size": size, "dtype": name, "variant": label, "ratio": speed,
+                         "us": micros, "tflops": tflops, "cublas_us": cublas, "cublas_tflops": cublas_tflops,
+                         "error": error})  # fmt: skip
             print(f"matmul_bt {size}^3 {name:8} {label:24} {speed:.3f}x cuBLAS  {micros:8.1f} us  {tflops:6.1f} "
                   f"TFLOP/s  (cuBLAS {cublas:.1f} us, {cublas_tflops:.1f} TFLOP/s)  error {error:.1e}", flush=True)
 

@@ -5,8 +5,9 @@ only the compiler sees would first show on the GPU: a kernel it rejects, shared 
 one block may have, a float32 `tl.dot` that runs as TF32. Triton 3.6 compiles for an NVIDIA target
 on a machine without a GPU (ptxas and cuobjdump ship in its wheel), so the CPU tier compiles each
 launched kernel too, specialized exactly as the GPU would specialize that launch, and reports what
-the GPU would say, and how the kernel loads its tiles (loads.py: block pointers or not). A compilation takes 0.1 s to a few seconds (more for huge blocks), so each
-distinct specialization is compiled once.
+the GPU would say, and how the kernel loads its tiles (loads.py: through block pointers or not).
+A compilation takes 0.1 s to a few seconds (more for huge blocks), so each distinct
+specialization is compiled once.
 
 In the child, under TRITON_INTERPRET=1, with this module imported before any kernel runs:
     record_launch(kernel, args, kwargs, grid)   # from the launch hook, every launch; cheap, never raises
