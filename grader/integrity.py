@@ -9,7 +9,11 @@ torch op that launched it. The verdicts, each naming what it saw:
   kernel that is not the student's own: not launched by an allowed op, not a Triton kernel the
   student launched (as many times as it ran), not a kernel of the student's .cu;
 - `no_kernel_launched`: no kernel of the student's ran (on a GPU: the profiler saw none);
-- `not_fused`: a fused part that launched more kernels, or ran a torch op that touches data.
+- `not_fused`: a fused part that launched more kernels, or ran a torch op that touches data;
+- `forbidden_op` too, for a part that requires block pointers (`loads = "block_pointers"`): a
+  kernel of the call that loads a tile through a tensor of pointers, counted in its TTIR (the
+  child's `Activity.loads`, child/loads.py), or a call whose kernels load nothing through a
+  block pointer or a tensor descriptor.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 from collections import Counter
 
 from grader import ops
-from grader.messages import Activity, OpCount
+from grader.messages import Activity, KernelLoads, OpCount
 from grader.numerics import Verdict
 from grader.spec import Part
 
@@ -165,3 +169,33 @@ def fusion(part: Part, activity: Activity, calls: int) -> Verdict | None:
     limit = "one kernel" if part.max_kernels == 1 else f"at most {part.max_kernels} kernels"
     return Verdict("not_fused", f"this part must be {limit} and nothing else; the call ran {' and '.join(seen)}",
                    {"kernels_per_call": per_call, "compute_ops": compute})  # fmt: skip
+
+
+def required_loads(part: Part, activity: Activity) -> Verdict | None:
+    """A part that requires block pointers: every kernel the call launched loads its tiles through
+    block pointers or tensor descriptors, as its TTIR shows, and at least one such load ran."""
+    if part.loads != "block_pointers":
+        return None
+    wanted = (f"{part.entry} must load its input tiles through tl.make_block_ptr (or a tensor descriptor), so that "
+              "the compiler sees each tile's shape and strides")  # fmt: skip
+    # The counts crossed from the child: a negative one is no count at all, and proves nothing.
+    unread = next((k for k in activity.loads
+                   if not k.read or min(k.block_pointers, k.descriptors, k.pointer_tensors) < 0), None)
+    if unread is not None:
+        return Verdict("forbidden_op", f"{wanted}; {unread.kernel} ({unread.file}) was compiled without the TTIR "
+                       "that shows how it loads (Triton's cache told to keep binaries only?), so it cannot be checked")
+    pointers = [k for k in activity.loads if k.pointer_tensors > 0]
+    if pointers:
+        return Verdict("forbidden_op", f"{wanted}; {_pointer_loads(pointers[0])}",
+                       {"pointer_loads": {k.kernel: k.pointer_tensors for k in pointers}})  # fmt: skip
+    if not any(k.block_pointers > 0 or k.descriptors > 0 for k in activity.loads):
+        kernels = ", ".join(sorted({k.kernel for k in activity.loads})) or "none seen"
+        return Verdict("forbidden_op", f"{wanted}; the kernels of the call ({kernels}) load no tile through either")
+    return None
+
+
+def _pointer_loads(kernel: KernelLoads) -> str:
+    where = f", the first at {kernel.first_pointer_tensor}" if kernel.first_pointer_tensor else ""
+    count = f"{kernel.pointer_tensors} tile{'s' if kernel.pointer_tensors > 1 else ''}"
+    return (f"{kernel.kernel} ({kernel.file}) loads {count} through a tensor of pointers{where} (a tt.load of a "
+            "tensor of !tt.ptr in its TTIR, where a block pointer's load is a tt.load of !tt.ptr<tensor<...>>)")

@@ -113,7 +113,8 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
     if not isinstance(report, CaseReport):
         return Verdict("crash", "the child reported something other than a case's result")
     verdict = (subclass(report.observation) or integrity.integrity(part, report.activity, device, report.calls, cuda_kernels)
-               or aliasing(report.observation) or target_verdict(case, report.activity))  # fmt: skip
+               or aliasing(report.observation) or target_verdict(case, report.activity)
+               or integrity.required_loads(part, report.activity))  # fmt: skip
     if verdict:
         return verdict
     verdict, _, _ = _numerics(assignment, part, case, seed, report.observation, result.outputs, device)

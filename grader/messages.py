@@ -160,6 +160,19 @@ class TargetReport:
 
 
 @dataclass
+class KernelLoads:
+    """How one compiled kernel loads its tiles, counted in the code generator's TTIR (child/loads.py)."""
+
+    kernel: str
+    file: str  # the file the kernel is defined in (its name only)
+    read: bool = True  # False: the compiled kernel held no TTIR to count in
+    block_pointers: int = 0  # tt.load of a block pointer (tl.make_block_ptr)
+    descriptors: int = 0  # tt.descriptor_load / _gather (a tensor descriptor)
+    pointer_tensors: int = 0  # tt.load of a tensor of pointers (pointer arithmetic)
+    first_pointer_tensor: str = ""  # file and line of the first of those, where the TTIR says
+
+
+@dataclass
 class Activity:
     """Everything that ran while student code had control, by the profiler's and the hooks' account."""
 
@@ -171,6 +184,7 @@ class Activity:
     patched: list[str] = field(default_factory=list)  # harness objects found rebound
     patched_at_import: bool = False
     targets: list[TargetReport] = field(default_factory=list)  # CPU tier: compiled for the GPU too
+    loads: list[KernelLoads] = field(default_factory=list)  # each launched kernel's loads, from its TTIR
 
 
 @dataclass

@@ -55,7 +55,8 @@ REGISTRY = (
            "mask.", "known_wrong"),
     Reason("input_modified", "Inputs are read-only: write results into a tensor you allocate.", "known_wrong",
            review=True),
-    Reason("forbidden_op", "The torch op this assignment replaces ran during your call: compute it in your kernel.",
+    Reason("forbidden_op", "Something the part does not allow did the work (a torch op it replaces, a kernel not your "
+           "own) or, where the part asks for block pointers, a load through pointer arithmetic: the message names it.",
            "known_wrong", review=True),
     Reason("no_kernel_launched", "The work must happen in a kernel defined in your own file, launched on a grid "
            "that is not empty.", "known_wrong", review=True),

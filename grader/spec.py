@@ -9,6 +9,10 @@ function: each part calls reference.py's `<part>_inputs`, `<part>_reference`, `<
 and `<part>_traffic` (a CUDA C part also `<part>_arguments` and `<part>_output_shape`) unless it
 names others, and each name must be a top-level `def` there. A case is a line,
 "DTYPE SHAPE [LAYOUT] [TIER]" ("bfloat16 1823x781 strided gpu"), or a table of the same four keys.
+
+A Triton part may require how its kernels load: `loads = "block_pointers"` means every tile its
+kernels load goes through `tl.make_block_ptr` or a tensor descriptor, never a tensor of pointers
+(judged from each launched kernel's TTIR, integrity.required_loads); `"any"`, the default, asks nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 LAYOUTS = ("contiguous", "strided")
 TIERS = ("cpu", "gpu", "both")
 KERNELS = ("triton", "cuda", "none")
+LOADS = ("any", "block_pointers")  # what a part requires of its kernels' loads
 # The functions of reference.py a part calls (by default `<part name>_<key>`), and those a CUDA C
 # part calls besides.
 FUNCTIONS = ("inputs", "reference", "baseline", "traffic")
@@ -102,6 +107,9 @@ class Part:
     # of the inputs and the output (an attention that stores its N x N scores does not).
     peak_memory: float | None = None
     bonus: bool = False  # extra credit: its points add to the score, not to the points possible
+    # "block_pointers": every tile the part's kernels load goes through a block pointer or a tensor
+    # descriptor (forbidden_op otherwise); "any": no requirement.
+    loads: str = "any"
 
     @property
     def is_cuda(self) -> bool:
@@ -310,11 +318,14 @@ def _part(table: _Table, defined: frozenset[str]) -> Part:
         max_kernels=table.positive("max_kernels", int, None),
         peak_memory=table.positive("peak_memory", (int, float), None),
         bonus=table.flag("bonus"),
+        loads=table.choice("loads", LOADS, "any"),
     )
     points.finish()
     table.finish()
     if not cases:
         raise table.fail("cases", "at least one correctness case")
+    if part.loads != "any" and part.kernel != "triton":
+        raise table.fail("loads", f'"any" for kernel = "{part.kernel}": only Triton kernels are read for their loads')
     if part.is_cuda and not (part.arguments and part.output_shape):
         raise table.fail("arguments", "both 'arguments' and 'output_shape' (functions in reference.py) for kernel = \"cuda\"")
     _check_functions(table, part, defined)

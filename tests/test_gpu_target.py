@@ -204,3 +204,57 @@ def test_in_kernel_descriptors_need_an_allocator(triton_cache):
     [report] = result["reports"]
     assert result["right"] and report["compiled"]
     assert report["missing_allocator"] and not report["launches"]
+
+
+def test_loads_are_counted_in_the_code_generators_ttir(triton_cache):
+    """Block pointers, in-kernel tensor descriptors and pointer arithmetic, counted in the TTIR that
+    Triton's code generator wrote (asm["source"]): the final TTIR has block pointers lowered to
+    tensors of pointers already. A load through pointers is named by its line. The GPU tier reads
+    the same field of the kernel a launch returns, through the launch log (hooks.py): here, a
+    kernel compiled for the GPU target stands in for the launched one."""
+    result = run_child("""
+        from pathlib import Path
+        from grader.child.hooks import LaunchLog
+
+        blocks, kernels = load("block_pointers"), load("compiler_only")
+        a, b = torch.randn(50, 72), torch.randn(48, 72)
+        blocks.matmul_bt(a, b)
+        blocks.descriptor_bt(a, b)
+        kernels.dot(torch.randn(32, 32), torch.randn(32, 32), True)
+        found = reports()
+        launch = ((a, b, torch.empty(50, 48), 50, 48, 72), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
+        _, compiled = gpu_target.compile_now(blocks.matmul_bt_kernel, *launch)
+        with LaunchLog(Path("tests")) as log:
+            log.record(blocks.matmul_bt_kernel, compiled.kernel)
+        print(json.dumps({"reports": found, "logged": [dataclasses.asdict(k) for k in log.loads()]}))
+    """, triton_cache)  # fmt: skip
+    loads = {r["kernel"]: r["loads"] for r in result["reports"]}
+    assert result["logged"] == [loads["matmul_bt_kernel"]]
+    counted = {name: (k["block_pointers"], k["descriptors"], k["pointer_tensors"]) for name, k in loads.items()}
+    assert counted == {"matmul_bt_kernel": (2, 0, 0), "descriptor_bt_kernel": (0, 2, 0), "dot_kernel": (0, 0, 2)}
+    assert all(found["read"] for found in loads.values())
+    assert loads["dot_kernel"]["file"] == "compiler_only.py"
+    line = line_of("compiler_only.py", "a, b = tl.load(a_ptr + tile)")
+    assert loads["dot_kernel"]["first_pointer_tensor"] == f"compiler_only.py, line {line}"
+    assert loads["matmul_bt_kernel"]["first_pointer_tensor"] == ""
+
+
+def test_loads_are_read_from_the_text_with_their_lines():
+    """Which tt.load is which, by the type after its last " : " (a block pointer's attributes hold
+    colons too), and a pointer load's line through named and inlined locations."""
+    from grader.child import loads
+
+    ttir = """
+    %a = tt.load %p {boundaryCheck = array<i32: 0, 1>, padding = 1 : i32} : !tt.ptr<tensor<64x32xf16>> loc(#loc9)
+    %b = tt.descriptor_load %d[%i, %j] : !tt.tensordesc<tensor<64x32xf16>> -> tensor<64x32xf16> loc(#loc9)
+    %s = tt.load %q : !tt.ptr<f32> loc(#loc9)
+    %c = tt.load %r, %m, %o : tensor<64x32x!tt.ptr<f16>> loc(callsite(#loc8 at #loc9))
+    %e = tt.load %r : tensor<64x!tt.ptr<f16>> loc("/x/kernel.py":40:8)
+#loc7 = loc("/x/kernel.py":31:12)
+#loc8 = loc("c"(#loc7))
+#loc9 = loc("/x/kernel.py":20:4)
+"""
+    found = loads.count("k", "/x/kernel.py", ttir)
+    assert (found.block_pointers, found.descriptors, found.pointer_tensors) == (1, 1, 2)
+    assert found.first_pointer_tensor == "kernel.py, line 31" and found.file == "kernel.py" and found.read
+    assert not loads.count("k", "/x/kernel.py", None).read

@@ -9,6 +9,7 @@ GPU, that a rebound timer changes no measurement while work on a side stream sti
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import statistics
 import time
@@ -22,8 +23,8 @@ from grader.child import timing
 from grader.child.snapshot import HarnessSnapshot
 from grader.isolation import OutputFile
 from grader.judging import TaskResult
-from grader.messages import (Activity, CaseReport, Failure, Followup, KernelCount, LaunchCount, Observation,
-                             Returned)  # fmt: skip
+from grader.messages import (Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount,
+                             Observation, Returned)  # fmt: skip
 from grader.spec import REPO_ROOT, Performance, Tolerance, load_assignment
 
 ASSIGNMENT = load_assignment(REPO_ROOT / "assignments" / "vector_add")
@@ -194,6 +195,27 @@ def test_on_a_gpu_a_kernel_must_have_run_not_only_been_launched():
     logged_only = Activity(launches=[LaunchCount("k", "mine.py", True, 1)])
     assert integrity.integrity(PART, logged_only, "cpu", 1) is None
     assert integrity.integrity(PART, logged_only, "cuda", 1).reason == "no_kernel_launched"
+
+
+def test_a_part_that_requires_block_pointers_judges_every_kernels_loads():
+    """`loads = "block_pointers"`: a kernel that loads a tile through a tensor of pointers is
+    forbidden_op, named with its line; so is a call whose kernels load no tile through either a
+    block pointer or a descriptor, or a kernel whose TTIR could not be read."""
+    part = dataclasses.replace(PART, loads="block_pointers")
+    blocks, descriptors = KernelLoads("k", "mine.py", block_pointers=2), KernelLoads("d", "mine.py", descriptors=2)
+    mixed = KernelLoads("p", "mine.py", block_pointers=1, pointer_tensors=1, first_pointer_tensor="mine.py, line 9")
+    assert integrity.required_loads(PART, Activity(loads=[mixed])) is None, "a part that asks nothing"
+    assert integrity.required_loads(part, Activity(loads=[blocks, descriptors])) is None
+    verdict = integrity.required_loads(part, Activity(loads=[blocks, mixed]))
+    assert verdict.reason == "forbidden_op" and verdict.metrics == {"pointer_loads": {"p": 1}}
+    assert f"{part.entry} must load its input tiles through tl.make_block_ptr" in verdict.message
+    assert "p (mine.py) loads 1 tile through a tensor of pointers, the first at mine.py, line 9" in verdict.message
+    nothing = integrity.required_loads(part, Activity(loads=[KernelLoads("s", "mine.py")]))
+    assert nothing.reason == "forbidden_op" and "(s) load no tile through either" in nothing.message
+    negative = KernelLoads("u", "mine.py", block_pointers=2, pointer_tensors=-1)
+    for unread in (KernelLoads("u", "mine.py", read=False), negative):
+        verdict = integrity.required_loads(part, Activity(loads=[blocks, unread]))
+        assert verdict.reason == "forbidden_op" and "u (mine.py) was compiled without the TTIR" in verdict.message
 
 
 def _measure(student, n: int = 1 << 24):

@@ -60,6 +60,8 @@ def _broken(tmp_path, repo, old: str, new: str, file: str = "assignment.toml"):
         ("tiers = [[", "tiers = [[0.1, 1.0], [", r"key 'tiers': expected .* best ratio first"),
         ("tolerance.float16 =", "tolerance.float17 =", r"key 'float17': expected a dtype table"),
         ('kernel = "triton"', 'kernel = "triton"\nmax_kernels = 0', r"key 'max_kernels': expected a positive number"),
+        ('kernel = "triton"', 'kernel = "triton"\nloads = "blockpointers"', r"key 'loads': expected one of any, block_pointers"),
+        ('kernel = "triton"', 'kernel = "none"\nloads = "block_pointers"', r"key 'loads': expected \"any\" for kernel = \"none\""),
     ],
 )
 def test_bad_file_names_path_key_and_expectation(tmp_path, repo, old, new, expected):

@@ -5,8 +5,9 @@ only the compiler sees would first show on the GPU: a kernel it rejects, shared 
 one block may have, a float32 `tl.dot` that runs as TF32. Triton 3.6 compiles for an NVIDIA target
 on a machine without a GPU (ptxas and cuobjdump ship in its wheel), so the CPU tier compiles each
 launched kernel too, specialized exactly as the GPU would specialize that launch, and reports what
-the GPU would say. A compilation takes 0.1 s to a few seconds (more for huge blocks), so each
-distinct specialization is compiled once.
+the GPU would say, and how the kernel loads its tiles (loads.py: through block pointers or not).
+A compilation takes 0.1 s to a few seconds (more for huge blocks), so each distinct
+specialization is compiled once.
 
 In the child, under TRITON_INTERPRET=1, with this module imported before any kernel runs:
     record_launch(kernel, args, kwargs, grid)   # from the launch hook, every launch; cheap, never raises
@@ -30,6 +31,9 @@ from dataclasses import dataclass
 from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.runtime.jit import JITFunction
+
+from grader.child import loads
+from grader.messages import KernelLoads
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class KernelReport:
     registers: int | None = None  # per thread (advice: occupancy), from the cubin
     spills: int | None = None  # local memory per thread / 4, as Triton's n_spills counts it (advice)
     tf32_dots: int = 0  # tl.dot on float32 operands that the GPU runs in TF32
+    loads: KernelLoads | None = None  # how it loads its tiles (block pointers, descriptors, pointers)
     missing_allocator: bool = False  # needs global scratch (in-kernel descriptors): no triton.set_allocator
     autotuned: bool = False  # only launched by a several-config @triton.autotune (see `launches`)
     skippable: bool = False  # an error the GPU's autotuner skips a config for (_autotuner_skips)
@@ -380,6 +385,7 @@ def _compile_once(launch: _Launch, target: Target) -> Compilation:
     report.num_warps, report.num_stages = kernel.metadata.num_warps, kernel.metadata.num_stages
     report.registers, report.spills = _resource_usage(kernel)
     report.tf32_dots = tf32_dots(kernel.asm.get("ttir", ""))
+    report.loads = loads.count(report.kernel, report.file, kernel.asm.get("source"))
     return Compilation(report, kernel)
 
 

@@ -14,7 +14,9 @@ on: CompiledKernel.launch_metadata on the GPU, the interpreter's set_grid_dim on
 
 On the GPU the profiler's kernel records are the proof that a launch ran (judging.py compares
 the two); under the interpreter the log is all there is, and each launch is also handed to
-`on_interpreted_launch` (the CPU tier compiles it for the GPU).
+`on_interpreted_launch` (the CPU tier compiles it for the GPU). On the GPU the log also keeps the
+compiled kernel each launch ran (what `run` returns, or the kernel `compiled[grid]` launches), so
+that its loads can be read from its TTIR (loads.py) when the call's activity is summed up.
 """
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from grader.messages import LaunchCount
+from grader.child import loads
+from grader.messages import KernelLoads, LaunchCount
 
-_LOGS: list[Counter] = []  # the calls being monitored, innermost last
+_LOGS: list[LaunchLog] = []  # the calls being monitored, innermost last
 _RUNS = threading.local()  # .open: the runs under way on this thread, innermost last
 
 
@@ -42,24 +45,32 @@ class LaunchLog:
     def __init__(self, own_root: Path):
         self.own_root = own_root.resolve()
         self.counts: Counter = Counter()
+        self.compiled: dict[int, tuple[object, str, str]] = {}  # GPU tier: id -> (compiled kernel, name, file)
 
     def __enter__(self) -> LaunchLog:
-        _LOGS.append(self.counts)
+        _LOGS.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        _LOGS.remove(self.counts)
+        _LOGS.remove(self)
 
     def entries(self) -> list[LaunchCount]:
         return [LaunchCount(k, Path(f).name, own, n) for (k, f, own), n in sorted(self.counts.items())]
 
-    def record(self, kernel_fn) -> None:
+    def loads(self) -> list[KernelLoads]:
+        """How each compiled kernel launched in the block loads its tiles (GPU tier; read once per kernel)."""
+        return [loads.of_compiled(compiled, name, file) for compiled, name, file in self.compiled.values()]
+
+    def record(self, kernel_fn, compiled=None) -> None:
         fn = getattr(kernel_fn, "fn", kernel_fn)
         code = getattr(fn, "__code__", None)
         file = code.co_filename if code else "<unknown>"
         own = bool(code) and Path(file).resolve().is_relative_to(self.own_root)
-        for counts in _LOGS:
-            counts[(getattr(fn, "__name__", repr(fn)), file, own)] += 1
+        name = getattr(fn, "__name__", repr(fn))
+        for log in _LOGS:
+            log.counts[(name, file, own)] += 1
+            if isinstance(getattr(compiled, "asm", None), dict):  # a CompiledKernel: the GPU tier
+                log.compiled.setdefault(id(compiled), (compiled, name, file))
 
 
 def install(own_root: Path, on_interpreted_launch: Callable | None = None) -> set:
@@ -128,12 +139,14 @@ def _logged(run, recorder: LaunchLog, hook: Callable | None):
             hook(self, args, kwargs, grid)
         runs, current = _open_runs(), _Run()
         runs.append(current)
+        compiled = None  # what JITFunction.run returns: the kernel it launched
         try:
-            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+            compiled = run(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return compiled
         finally:
             runs.remove(current)
             if current.programs:  # None: the run stopped before launching (a compile error, a grid that raised)
-                recorder.record(self)
+                recorder.record(self, compiled)
 
     run_and_log._graded = True
     return run_and_log
@@ -148,7 +161,7 @@ def _logged_compiled(getitem, recorder: LaunchLog):
 
         def run_logged(*args, **kwargs):
             if _LOGS and math.prod(grid) > 0:
-                recorder.record(getattr(self.src, "fn", None) or self)
+                recorder.record(getattr(self.src, "fn", None) or self, self)
             return runner(*args, **kwargs)
 
         return run_logged

@@ -49,6 +49,7 @@ class CallMonitor:
     def activity(self) -> Activity:
         found = summarize(self.session, self.record.excluded, self.record.where)
         found.launches = self.log.entries()
+        found.loads = self.log.loads()  # GPU tier; the CPU tier's come from gpu_target (worker.py)
         return found
 
 
@@ -102,4 +103,5 @@ def merge(first: Activity, second: Activity) -> Activity:
         patched=sorted(set(first.patched + second.patched)),
         patched_at_import=first.patched_at_import or second.patched_at_import,
         targets=first.targets + second.targets,
+        loads=first.loads + second.loads,
     )

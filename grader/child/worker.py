@@ -23,7 +23,7 @@ from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
-from grader.messages import (Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
+from grader.messages import (Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job, KernelLoads,
                              Observation, Output, ProbeReport, Returned, Start, TargetReport, Task)  # fmt: skip
 from grader.spec import Assignment, Part, load_assignment
 
@@ -84,9 +84,10 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 class Worker:
     def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable,
-                 targets: Callable[[], list[TargetReport]] | None = None):  # fmt: skip
+                 targets: Callable[[], tuple[list[TargetReport], list[KernelLoads]]] | None = None):  # fmt: skip
         self.job, self.send, self.refusals, self.changed = job, send, refusals, changed
-        self.targets = targets  # CPU tier: what the GPU would say of the kernels launched since the last look
+        # CPU tier: what the GPU would say of the kernels launched since the last look, and their loads
+        self.targets = targets
         self.is_library = is_library
         self.assignment: Assignment = load_assignment(Path(job.assignment_dir))
         self.device = job.device
@@ -164,7 +165,7 @@ class Worker:
         report = CaseReport(self.observe(task, "first", out, given, inputs, monitor), monitor.activity(),
                             calls=task.repeats, seconds=seconds)  # fmt: skip
         if self.targets is not None:
-            report.activity.targets = self.targets()
+            report.activity.targets, report.activity.loads = self.targets()
         report.unstable = sum(_differs(out, other) for other in again)
         if report.observation.returned.kind == "tensor" and self.wants_followup(part, task):
             report.followup, followed = self.followup(part, task, out, given)
