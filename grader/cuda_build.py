@@ -74,6 +74,7 @@ def compile_errors(output: str, source: Path) -> str:
 
 def build(source: Path) -> Build:
     """Compile `source` into a shared library (or find it in the cache)."""
+    source = source.resolve()  # nvcc runs in the source's folder: a relative path would not be found there
     if not source.is_file():
         return Build(None, "missing_file", f"{source.parent.name}/{source.name} was not found in the submission.")
     compiler = nvcc()

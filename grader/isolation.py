@@ -210,6 +210,9 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None) 
     # imports it only with a torch that needs it): the child creates it on every tier, so student
     # code that looks for it finds the same folder on each (child/main.py).
     env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / INDUCTOR_CACHE)
+    # torch.compile of a shown baseline (spec.Shown) compiles in the child itself, not in a pool of
+    # worker processes that would count against the child's process limit.
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     if compiled is not None:
         env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a timing child reuses them
     if device == "cpu":

@@ -7,6 +7,7 @@ seed, computes the float64 reference and decides. Whose work it was is integrity
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -303,4 +304,24 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
         text += f"{metrics['gbps']:.0f} GB/s"
         if metrics["roofline_share"]:
             text += f", {metrics['roofline_share']:.0%} of the measured copy bandwidth"
+    shown = shown_metrics(part, report, metrics["student_ms"])
+    if shown:
+        metrics["shown"] = shown
+        text += f"; {shown_text(shown)}"
     return Verdict("ok" if metrics["credit"] == 1.0 else "too_slow", text, metrics)  # fmt: skip
+
+
+def shown_metrics(part: Part, report: BenchReport, student_ms: float) -> dict | None:
+    """The part's shown baseline (spec.Shown) against the student's time, or why it is missing."""
+    if part.shown is None:
+        return None
+    shown_ms = _median(report.shown.event_ms) if report.shown else float("nan")
+    if not (math.isfinite(shown_ms) and shown_ms > 0):
+        return {"label": part.shown.label, "error": report.shown_error or "it was not timed"}
+    return {"label": part.shown.label, "ms": shown_ms, "ratio": shown_ms / student_ms}
+
+
+def shown_text(shown: dict) -> str:
+    if "error" in shown:
+        return f"{shown['label']} could not be timed (shown, not graded): {shown['error']}"
+    return f"against {shown['label']} ({shown['ms']:.4f} ms) {shown['ratio']:.2f}x, shown, not graded"

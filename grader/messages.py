@@ -233,6 +233,8 @@ class BenchReport:
     kept: Observation | None = None  # one timed call's output, chosen after the fact
     kept_seed: int = 0  # the seed of that call's inputs
     copy_gbps: float = 0.0
+    shown: Timings | None = None  # the part's shown baseline (spec.Shown), when it has one and it ran
+    shown_error: str = ""  # why it did not
     device_name: str = ""
 
 

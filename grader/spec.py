@@ -13,6 +13,11 @@ names others, and each name must be a top-level `def` there. A case is a line,
 A Triton part may require how its kernels load: `loads = "block_pointers"` means every tile its
 kernels load goes through `tl.make_block_ptr` or a tensor descriptor, never a tensor of pointers
 (judged from each launched kernel's TTIR, integrity.required_loads); `"any"`, the default, asks nothing.
+
+A timed part may show a second baseline beside the graded one: `shown = { label = "torch.compile",
+function = "relu_chain", compiled = true }` times that reference.py function too (here through
+torch.compile, compiled during the warm-up calls), and the report gives the student's speed
+against it, not graded.
 """
 
 from __future__ import annotations
@@ -79,6 +84,15 @@ class Performance:
 
 
 @dataclass(frozen=True)
+class Shown:
+    """A baseline timed beside the graded one and shown, never graded."""
+
+    label: str  # how the report names it ("torch.compile")
+    function: str  # reference.py's (**inputs) -> output, called like the baseline
+    compiled: bool = False  # timed as torch.compile(function), compiled during the warm-up calls
+
+
+@dataclass(frozen=True)
 class Part:
     name: str
     file: str
@@ -110,6 +124,7 @@ class Part:
     # "block_pointers": every tile the part's kernels load goes through a block pointer or a tensor
     # descriptor (forbidden_op otherwise); "any": no requirement.
     loads: str = "any"
+    shown: Shown | None = None
 
     @property
     def is_cuda(self) -> bool:
@@ -281,12 +296,23 @@ def _check_functions(table: _Table, part: Part, defined: frozenset[str]) -> None
     """Every function the part calls is defined in reference.py: a misspelt or missing one fails
     here, naming the part, the key and what reference.py does define, not as an AttributeError
     in the middle of grading."""
-    for key in FUNCTIONS + CUDA_FUNCTIONS:
-        name = getattr(part, key)
+    named = [(key, getattr(part, key)) for key in FUNCTIONS + CUDA_FUNCTIONS]
+    if part.shown:
+        named.append(("shown.function", part.shown.function))
+    for key, name in named:
         if name is not None and name not in defined:
             public = ", ".join(sorted(n for n in defined if not n.startswith("_"))) or "no function"
-            raise SpecError(f"{table.path}: [{table.where}] key '{key}': reference.py defines no function {name!r} (a "
-                            f"part that omits '{key}' calls '<part name>_{key}'); it defines {public}")  # fmt: skip
+            default = f" (a part that omits '{key}' calls '<part name>_{key}')" if "." not in key else ""
+            raise SpecError(f"{table.path}: [{table.where}] key '{key}': reference.py defines no function {name!r}"
+                            f"{default}; it defines {public}")  # fmt: skip
+
+
+def _shown(table: _Table) -> Shown:
+    shown = Shown(label=table.get("label", str, "the name the report gives it"),
+                  function=table.get("function", str, "a function name in reference.py"),
+                  compiled=table.flag("compiled"))  # fmt: skip
+    table.finish()
+    return shown
 
 
 def _part(table: _Table, defined: frozenset[str]) -> Part:
@@ -319,6 +345,7 @@ def _part(table: _Table, defined: frozenset[str]) -> Part:
         peak_memory=table.positive("peak_memory", (int, float), None),
         bonus=table.flag("bonus"),
         loads=table.choice("loads", LOADS, "any"),
+        shown=_shown(table.table("shown")) if "shown" in table.data else None,
     )
     points.finish()
     table.finish()
@@ -331,6 +358,8 @@ def _part(table: _Table, defined: frozenset[str]) -> Part:
     _check_functions(table, part, defined)
     if benchmarks and performance is None:
         raise table.fail("performance", "a [parts.performance] table, since the part has benchmarks")
+    if part.shown and not benchmarks:
+        raise table.fail("shown", "no shown baseline, since the part has no benchmarks to time it on")
     for case in cases + benchmarks:
         if case.dtype not in tolerance:
             raise table.fail("tolerance", f"a [tolerance.{case.dtype}] table (a case uses {case.dtype})")

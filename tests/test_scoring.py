@@ -87,6 +87,22 @@ def test_a_long_call_may_not_hide_a_large_share_of_its_work():
     assert judging.tampering(metrics) is None
 
 
+def test_a_shown_baseline_is_reported_beside_the_grade_and_a_missing_one_says_why():
+    gelu = {p.name: p for p in load_assignments(["gelu"])[0].parts}["gelu"]
+    report = _outcome(0.125, 0.150)
+    assert judging.shown_metrics(dataclasses.replace(gelu, shown=None), report, 0.125) is None
+    report.shown = Timings([0.100] * 10, [0.0] * 10)
+    shown = judging.shown_metrics(gelu, report, 0.125)
+    assert shown == {"label": "torch.compile", "ms": 0.100, "ratio": pytest.approx(0.8)}
+    assert judging.shown_text(shown) == "against torch.compile (0.1000 ms) 0.80x, shown, not graded"
+    failed = _outcome(0.125, 0.150)
+    failed.shown_error = "BackendCompilerFailed: no C compiler"
+    assert judging.shown_metrics(gelu, failed, 0.125) == {"label": "torch.compile", "error": failed.shown_error}
+    forged = _outcome(0.125, 0.150)
+    forged.shown = Timings([float("nan")] * 10, [0.0] * 10)  # the child's numbers are checked, not trusted
+    assert "error" in judging.shown_metrics(gelu, forged, 0.125)
+
+
 def _test(score: float, max_score: float, bonus: bool = False) -> TestResult:
     return TestResult("a", "p", "correctness", "a/p: case", "ok" if score else "wrong_result", score, max_score, "",
                       bonus=bonus)  # fmt: skip

@@ -131,6 +131,9 @@ def test_a_part_calls_functions_named_after_it_unless_it_names_others(repo):
         # a default, then a name the part gives
         ("reference.py", "def add_baseline(", "def add_baseline_v2(", "baseline", "add_baseline", "add_baseline_v2, add_inputs"),
         ("assignment.toml", 'entry = "add"', 'entry = "add"\ntraffic = "add_trafic"', "traffic", "add_trafic", "add_baseline, add_inputs"),
+        # a shown baseline (its own table)
+        ("assignment.toml", 'entry = "add"', 'entry = "add"\nshown = { label = "torch.compile", function = "add_compild" }',
+         "shown.function", "add_compild", "add_baseline, add_inputs"),
     ],
 )  # fmt: skip
 def test_a_function_reference_py_lacks_fails_at_load(tmp_path, repo, file, old, new, key, name, defines):

@@ -187,3 +187,20 @@ def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: 
         m.remeasured = True
         _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
     return m
+
+
+def shown_baseline(shown: Callable, compiled: bool, baseline: Callable, make_inputs: Callable[[int], dict],
+                   perf: Performance, tolerance: Tolerance, harness: str) -> Timings:  # fmt: skip
+    """The times of a baseline the report shows but does not grade (torch.compile of the chain the
+    student fused), by the same protocol, interleaved with the graded baseline, after the student's
+    own timing. Compiling happens in the warm-up calls, outside the numbers; each benchmark compiles
+    afresh (no recompile limit, no guards left from another shape). A quarter of the repetitions and
+    no second round: the figure is shown, never graded. It is measured in the student's process,
+    so a hostile submission could disturb it: it says nothing about the grade."""
+    if compiled:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        shown = torch.compile(shown, dynamic=False)
+    brief = Performance(repetitions=max(5, perf.repetitions // 4), tiers=())
+    return measure(lambda fn, **kw: fn(**kw), shown, baseline, make_inputs, brief, tolerance, harness).student

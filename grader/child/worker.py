@@ -254,6 +254,14 @@ class Worker:
                              device_name=torch.cuda.get_device_name())  # fmt: skip
         kept = measured.kept
         del measured
+        if part.shown:
+            try:
+                with torch.no_grad():
+                    report.shown = timing.shown_baseline(cases.function(self.assignment, part.shown.function),
+                                                         part.shown.compiled, baseline, make_inputs, part.performance,
+                                                         part.tolerance_for(case.dtype), session.harness)  # fmt: skip
+            except Exception as error:  # shown, never graded: its failure is only reported
+                report.shown_error = f"{type(error).__name__}: {error}"[:500]
         report.kept = Observation(self.save(task, "kept", kept))
         return report
 
