@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.toml_table import SpecError, Table
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 LAYOUTS = ("contiguous", "strided")
@@ -40,10 +42,6 @@ LOADS = ("any", "block_pointers")  # what a part requires of its kernels' loads
 FUNCTIONS = ("inputs", "reference", "baseline", "traffic")
 CUDA_FUNCTIONS = ("arguments", "output_shape")
 CASE_LINE = f"\"DTYPE SHAPE [LAYOUT] [TIER]\" (DTYPE one of {', '.join(DTYPES)}; SHAPE positive integers joined by x, as in 129x515; LAYOUT one of {', '.join(LAYOUTS)}; TIER one of {', '.join(TIERS)})"  # fmt: skip
-
-
-class SpecError(ValueError):
-    """assignment.toml is malformed; the message names the file, the key and the expectation."""
 
 
 @dataclass(frozen=True)
@@ -158,69 +156,7 @@ class Assignment:
         return self.gpu_timeout_s if device == "cuda" else self.cpu_timeout_s
 
 
-class _Table:
-    """A TOML table that remembers where it came from, so every error can say so."""
-
-    def __init__(self, data: dict[str, Any], path: Path, where: str):
-        self.data, self.path, self.where = data, path, where
-        self.used: set[str] = set()
-
-    def fail(self, key: str, expected: str) -> SpecError:
-        got = self.data.get(key, "<missing>")
-        return SpecError(f"{self.path}: [{self.where}] key '{key}': expected {expected}, got {got!r}")
-
-    def get(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = ...) -> Any:
-        self.used.add(key)
-        if key not in self.data:
-            if default is ...:
-                raise self.fail(key, expected)
-            return default
-        value = self.data[key]
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise self.fail(key, expected)
-        return value
-
-    def flag(self, key: str, default: bool = False) -> bool:
-        self.used.add(key)
-        value = self.data.get(key, default)
-        if not isinstance(value, bool):
-            raise self.fail(key, "true or false")
-        return value
-
-    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
-        value = self.get(key, str, f"one of {', '.join(choices)}", default)
-        if value not in choices:
-            raise self.fail(key, f"one of {', '.join(choices)}")
-        return value
-
-    def positive(self, key: str, kind: type | tuple[type, ...] = (int, float), default: Any = ...) -> Any:
-        value = self.get(key, kind, "a positive number", default)
-        if value is not None and value <= 0:
-            raise self.fail(key, "a positive number")
-        return value
-
-    def within(self, key: str, item: Any = None) -> str:
-        """Where a key's value sits, for errors: "parts[2] (backward).cases[0]" names a part
-        by its index and, where it has one, its name."""
-        name = f" ({item['name']})" if isinstance(item, dict) and isinstance(item.get("name"), str) else ""
-        return f"{self.where}.{key}{name}" if self.where else f"{key}{name}"
-
-    def table(self, key: str) -> _Table:
-        return _Table(self.get(key, dict, "a table"), self.path, self.within(key))
-
-    def tables(self, key: str, default: Any = ...) -> list[_Table]:
-        items = self.get(key, list, "an array of tables", default)
-        if not all(isinstance(item, dict) for item in items):
-            raise self.fail(key, "an array of tables")
-        return [_Table(item, self.path, self.within(f"{key}[{i}]", item)) for i, item in enumerate(items)]
-
-    def finish(self) -> None:
-        unknown = sorted(set(self.data) - self.used)
-        if unknown:
-            raise SpecError(f"{self.path}: [{self.where}] unknown key(s): {', '.join(unknown)}")
-
-
-def _case(table: _Table) -> Case:
+def _case(table: Table) -> Case:
     shape = table.get("shape", list, "a list of positive integers")
     if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
         raise table.fail("shape", "a list of positive integers")
@@ -249,7 +185,7 @@ def _case_from_line(text: str, path: Path, where: str) -> Case:
     return Case(shape=shape, dtype=words[0], layout=(layouts or ["contiguous"])[0], tier=(tiers or ["both"])[0])
 
 
-def _cases(table: _Table, key: str, default: Any = ...) -> tuple[Case, ...]:
+def _cases(table: Table, key: str, default: Any = ...) -> tuple[Case, ...]:
     """A part's cases (or benchmarks), in order: each a line (see _case_from_line) or a table."""
     items = table.get(key, list, "a list of cases, each a line such as \"float32 129x515 strided\" or a table", default)
     cases = []
@@ -258,13 +194,13 @@ def _cases(table: _Table, key: str, default: Any = ...) -> tuple[Case, ...]:
         if isinstance(item, str):
             cases.append(_case_from_line(item, table.path, where))
         elif isinstance(item, dict):
-            cases.append(_case(_Table(item, table.path, where)))
+            cases.append(_case(Table(item, table.path, where)))
         else:
             raise SpecError(f"{table.path}: [{where}] case {item!r}: expected a line {CASE_LINE} or a table")
     return tuple(cases)
 
 
-def _tolerances(table: _Table) -> dict[str, Tolerance]:
+def _tolerances(table: Table) -> dict[str, Tolerance]:
     result = {}
     for dtype in list(table.data):
         if dtype not in DTYPES:
@@ -275,7 +211,7 @@ def _tolerances(table: _Table) -> dict[str, Tolerance]:
     return result
 
 
-def _performance(table: _Table) -> Performance:
+def _performance(table: Table) -> Performance:
     tiers = table.get("tiers", list, "a list of [ratio, share] pairs, best first")
     ok = tiers and all(
         isinstance(t, list) and len(t) == 2 and all(isinstance(v, (int, float)) for v in t) and 0 < t[1] <= 1
@@ -292,7 +228,7 @@ def _performance(table: _Table) -> Performance:
     return perf
 
 
-def _check_functions(table: _Table, part: Part, defined: frozenset[str]) -> None:
+def _check_functions(table: Table, part: Part, defined: frozenset[str]) -> None:
     """Every function the part calls is defined in reference.py: a misspelt or missing one fails
     here, naming the part, the key and what reference.py does define, not as an AttributeError
     in the middle of grading."""
@@ -307,7 +243,7 @@ def _check_functions(table: _Table, part: Part, defined: frozenset[str]) -> None
                             f"{default}; it defines {public}")  # fmt: skip
 
 
-def _shown(table: _Table) -> Shown:
+def _shown(table: Table) -> Shown:
     shown = Shown(label=table.get("label", str, "the name the report gives it"),
                   function=table.get("function", str, "a function name in reference.py"),
                   compiled=table.flag("compiled"))  # fmt: skip
@@ -315,7 +251,7 @@ def _shown(table: _Table) -> Shown:
     return shown
 
 
-def _part(table: _Table, defined: frozenset[str]) -> Part:
+def _part(table: Table, defined: frozenset[str]) -> Part:
     points = table.table("points")
     tolerance = _tolerances(table.table("tolerance"))
     cases = _cases(table, "cases")
@@ -383,7 +319,7 @@ def _inherit(parts: Any, path: Path) -> Any:
     of the same entry point, say) then share one list of cases and tolerances. A copy calls the
     reference.py functions of the part it copies, defaults included, unless it names others."""
     if not isinstance(parts, list):
-        return parts  # _Table.tables reports it
+        return parts  # Table.tables reports it
     named: dict[str, dict] = {}
     resolved = []
     for index, table in enumerate(parts):
@@ -424,7 +360,7 @@ def load_assignment(directory: Path) -> Assignment:
     if "parts" in data:
         data["parts"] = _inherit(data["parts"], path)
     defined = _reference_functions(directory, path)
-    root = _Table(data, path, "")
+    root = Table(data, path, "")
     head = root.table("assignment")
     parts = tuple(_part(t, defined) for t in root.tables("parts"))
     assignment = Assignment(
