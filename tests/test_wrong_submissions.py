@@ -58,13 +58,14 @@ def test_bug_earns_its_reason(folder, tmp_path):
     assert_diagnoses(failed, expect.get("diagnosis"))
 
 
-def assert_diagnoses(failed: list, wanted: str | None) -> None:
+def assert_diagnoses(failed: list, wanted: str | None, may: tuple[str, ...] = ()) -> None:
     """A diagnosis names a cause only where its evidence fits (grader/diagnosis.py): the one the
-    bug's expect.toml names, on at least one case, and never another, nor one it does not name."""
+    bug's expect.toml names, on at least one case, and never another, nor one it does not name.
+    `may` names diagnoses that also fit the bug but need not show (a race decides whether they do)."""
     diagnosed = {t.name: t.metrics.get("diagnosis") for t in failed}
     if wanted:
         assert wanted in diagnosed.values(), f"no case was diagnosed {wanted}: {diagnosed}"
-    others = {n: d for n, d in diagnosed.items() if d not in (None, wanted)}
+    others = {n: d for n, d in diagnosed.items() if d not in (None, wanted, *may)}
     assert not others, f"cases given a diagnosis the bug does not earn: {others}"
 
 
