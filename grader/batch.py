@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from rich.text import Text
 import grader
 from grader import intake, summary
 from grader.environment import DeviceError, describe, resolve_device
+from grader.gpu_lock import ENVIRONMENT, GpuLock
 from grader.gradebook import Entry, Gradebook, Key
 from grader.grading import Phases, Settings, grade_assignment
 from grader.intake import Submission
@@ -84,7 +87,8 @@ def secret_salt() -> str:
 def grade_task(assignment: Assignment, folder: str, device: str, salt: str) -> tuple[list[TestResult], dict, float]:
     """One (student, assignment), run on a worker: the grading core, unchanged."""
     started, phases = time.monotonic(), Phases()
-    tests = grade_assignment(assignment, Path(folder), Settings(device=device, salt=salt), phases)
+    settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None)
+    tests = grade_assignment(assignment, Path(folder), settings, phases)
     environment = describe(device, salted=bool(salt))
     environment["phases"] = f"{assignment.name}: {phases.line()}"
     return tests, environment, time.monotonic() - started
@@ -95,12 +99,14 @@ def visible_gpus() -> list[str]:
     return visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
 
 
-def worker_specs(device: str, workers: int | None) -> dict:
-    """One Nanny (a worker process) per GPU, each seeing only its own; or `workers` CPU workers."""
+def worker_specs(device: str, workers: int | None, locks: Path | None = None) -> dict:
+    """One Nanny (a worker process) per GPU, each seeing only its own; or `workers` CPU workers.
+    More workers than GPUs share them round-robin, each GPU's workers through its lock in `locks`
+    (gpu_lock.py): their correctness runs overlap, their timings take turns."""
     if device == "cuda":
         gpus = visible_gpus()
-        # More workers than GPUs share them round-robin (their timings then disturb each other).
-        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} for i in range(workers or len(gpus))]
+        shared = {ENVIRONMENT: str(locks)} if locks and (workers or 0) > len(gpus) else {}
+        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)], **shared} for i in range(workers or len(gpus))]
     else:
         envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers or CPU_WORKERS)]
     options = {"nthreads": 1, "host": "127.0.0.1", "silence_logs": logging.ERROR}
@@ -114,6 +120,7 @@ class Engine:
         self.options = options
         self.cluster: SpecCluster | None = None
         self.client: Client | None = None
+        self.locks: Path | None = None  # the folder of the GPUs' locks, where workers share GPUs
         if options.scheduler:
             try:
                 self.client = Client(options.scheduler, timeout="30s")
@@ -144,7 +151,9 @@ class Engine:
     def start(self) -> Client:
         if self.client is None:
             local = {"host": "127.0.0.1", "dashboard": False, "dashboard_address": None}
-            specs = worker_specs(self.device, self.options.workers)
+            # The GPUs' locks live on this host, beside the workers that share them.
+            self.locks = Path(tempfile.mkdtemp(prefix="grader-gpu-locks-")) if self.shares_gpus else None
+            specs = worker_specs(self.device, self.options.workers, self.locks)
             self.cluster = SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": local},
                                        silence_logs=logging.ERROR)  # fmt: skip
             self.client = Client(self.cluster)
@@ -161,6 +170,8 @@ class Engine:
         for part in (self.client, self.cluster):
             if part is not None:
                 part.close()
+        if self.locks:
+            shutil.rmtree(self.locks, ignore_errors=True)
 
 
 def refused_tests(assignment: Assignment, problem: str, device: str) -> list[TestResult]:
@@ -242,7 +253,8 @@ def run(options: Options, console: Console) -> int:
     tasks = plan(submissions, options.assignments)
     engine = Engine(options)
     if engine.shares_gpus:
-        console.print("[yellow]warning:[/] more workers than GPUs: workers sharing a GPU disturb each other's timings")
+        console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take turns "
+                      "to time (each GPU's lock)")  # fmt: skip
     faults: list[str] = []
     try:
         with Gradebook(options.out / GRADEBOOK) as book:

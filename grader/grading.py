@@ -12,12 +12,14 @@ import dataclasses
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from grader import cases, cuda_build, integrity, isolation, judging, reasons, sandbox
 from grader.environment import describe
+from grader.gpu_lock import GpuLock
 from grader.judging import TaskResult
 from grader.messages import Failure, Job, Task
 from grader.numerics import Verdict
@@ -35,6 +37,7 @@ class Settings:
     timeout_s: float | None = None  # overrides the assignment's own limit (tests use it)
     sandbox: bool = True  # False: as where the OS refuses one (tests show what happens then)
     progress: Callable[[str], None] = lambda text: None
+    gpu_lock: GpuLock | None = None  # a GPU shared with other workers: timing takes it alone (gpu_lock.py)
 
 
 class _Budget:
@@ -60,7 +63,8 @@ def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
 class Phases(dict):
     """Seconds one grading spent in each phase: `start` (children starting: the sandbox and the
     harness's imports), `build` (nvcc), `correctness` and `timing` (the children's time after
-    their start: importing the student's file, compiling, autotuning and running)."""
+    their start: importing the student's file, compiling, autotuning and running); on a GPU shared
+    with other workers also `waiting`, for the GPU's lock (not counted against the time limit)."""
 
     def add(self, phase: str, seconds: float) -> None:
         self[phase] = self.get(phase, 0.0) + seconds
@@ -140,7 +144,8 @@ class AssignmentGrading:
         self.job.libraries = self.private_libraries(builds)
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
-        results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness")
+        with self.gpu("correctness"):
+            results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness")
         judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
                   for part in self.assignment.parts}  # fmt: skip
         timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()})
@@ -162,7 +167,23 @@ class AssignmentGrading:
         if not tasks:
             return {}
         self.settings.progress(f"{self.assignment.name}: timing {', '.join(p.name for p in ready)} on {len(tasks)} shapes")
-        return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing")
+        with self.gpu("timing"):
+            return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing")
+
+    @contextmanager
+    def gpu(self, phase: str):
+        """A phase's hold on a GPU shared with other workers: shared while correctness runs, alone
+        while timing. Waiting for another student's timing costs this grading none of its time limit."""
+        lock = self.settings.gpu_lock
+        if lock is None or self.device != "cuda":
+            yield
+            return
+        before = lock.waited_s
+        with lock.exclusive() if phase == "timing" else lock.shared():
+            waited = lock.waited_s - before
+            self.budget.deadline += waited
+            self.phases.add("waiting", waited)
+            yield
 
     def build(self, part: Part) -> cuda_build.Build:
         self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")

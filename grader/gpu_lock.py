@@ -1,0 +1,74 @@
+"""Workers that share a GPU: their correctness runs overlap, a timed phase has the GPU to itself.
+
+Building, compiling and checking a student's cases is mostly CPU work, so several gradings can
+share one GPU; a timed phase cannot share it with anyone, or another student's kernels would run
+inside its timings. Per GPU, a reader-writer lock held by the grading process (the parent, never
+the child, which cannot reach it: the sandbox's /tmp is its own): a correctness phase holds it
+shared for as long as its children run, a timing phase exclusively. It favours the timing phase:
+one that waits holds a turnstile that every new correctness phase must pass, so a stream of
+correctness runs cannot starve it.
+
+The lock is two files locked with flock(2) in a folder every worker of the host sees: workers on
+one machine (a local cluster, or several Dask workers per node of a Slurm cluster, all pointed at
+the same folder with GRADER_GPU_LOCKS) agree through the kernel, and a worker that dies releases
+what it held. The GPU is named by CUDA_VISIBLE_DEVICES, as each worker sees it.
+
+What it does not cover: a correctness child autotunes (the autotuner times its candidates), and
+those timings run beside other correctness children; the timing child then reuses the picks
+(TRITON_CACHE_AUTOTUNING), so a pick made under load can differ from one made alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+ENVIRONMENT = "GRADER_GPU_LOCKS"  # the folder of the locks, in a worker's environment (never a child's)
+
+
+class GpuLock:
+    def __init__(self, folder: Path, gpu: str):
+        folder.mkdir(parents=True, exist_ok=True)
+        name = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu) or "default"
+        self.turnstile, self.gpu = folder / f"gpu-{name}.turnstile", folder / f"gpu-{name}.lock"
+        self.waited_s = 0.0  # seconds spent waiting for the lock, over every phase
+
+    @classmethod
+    def from_environment(cls) -> GpuLock | None:
+        """The lock of this worker's GPU, where the worker was told to share it."""
+        folder = os.environ.get(ENVIRONMENT)
+        if not folder:
+            return None
+        return cls(Path(folder), os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0])
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        """A correctness phase: beside other correctness phases, never during a timed one."""
+        started = time.monotonic()
+        with _locked(self.turnstile, fcntl.LOCK_EX):
+            pass  # wait behind a timing phase that is waiting
+        with _locked(self.gpu, fcntl.LOCK_SH):
+            self.waited_s += time.monotonic() - started
+            yield
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """A timing phase: the GPU to itself, no correctness phase starting while it waits."""
+        started = time.monotonic()
+        with _locked(self.turnstile, fcntl.LOCK_EX), _locked(self.gpu, fcntl.LOCK_EX):
+            self.waited_s += time.monotonic() - started
+            yield
+
+
+@contextmanager
+def _locked(path: Path, how: int) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, how)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
