@@ -35,7 +35,6 @@ class GpuLock:
         folder.mkdir(parents=True, exist_ok=True)
         name = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu) or "default"
         self.turnstile, self.gpu = folder / f"gpu-{name}.turnstile", folder / f"gpu-{name}.lock"
-        self.waited_s = 0.0  # seconds spent waiting for the lock, over every phase
 
     @classmethod
     def from_environment(cls) -> GpuLock | None:
@@ -46,22 +45,22 @@ class GpuLock:
         return cls(Path(folder), os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0])
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
-        """A correctness phase: beside other correctness phases, never during a timed one."""
+    def shared(self) -> Iterator[float]:
+        """A correctness phase: beside other correctness phases, never during a timed one. Gives
+        the seconds it waited."""
         started = time.monotonic()
         with _locked(self.turnstile, fcntl.LOCK_EX):
             pass  # wait behind a timing phase that is waiting
         with _locked(self.gpu, fcntl.LOCK_SH):
-            self.waited_s += time.monotonic() - started
-            yield
+            yield time.monotonic() - started
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """A timing phase: the GPU to itself, no correctness phase starting while it waits."""
+    def exclusive(self) -> Iterator[float]:
+        """A timing phase: the GPU to itself, no correctness phase starting while it waits. Gives
+        the seconds it waited."""
         started = time.monotonic()
         with _locked(self.turnstile, fcntl.LOCK_EX), _locked(self.gpu, fcntl.LOCK_EX):
-            self.waited_s += time.monotonic() - started
-            yield
+            yield time.monotonic() - started
 
 
 @contextmanager

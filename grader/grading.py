@@ -178,9 +178,7 @@ class AssignmentGrading:
         if lock is None or self.device != "cuda":
             yield
             return
-        before = lock.waited_s
-        with lock.exclusive() if phase == "timing" else lock.shared():
-            waited = lock.waited_s - before
+        with lock.exclusive() if phase == "timing" else lock.shared() as waited:
             self.budget.deadline += waited
             self.phases.add("waiting", waited)
             yield
