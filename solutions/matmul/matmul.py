@@ -40,6 +40,29 @@ INTERPRETER_BLOCKS = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}
 
 
 @triton.jit
+def grouped_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's output tile (its row and column of tiles), numbered in groups of GROUP_M
+    rows of tiles.
+
+    Launched row by row, the programs that run at the same time would all share one row of
+    tiles of a but each need a different column of b, and b would stream through the L2 once
+    per row of tiles. Numbering the tiles down columns of GROUP_M tiles instead makes the
+    running programs form a roughly square patch, and a patch of G x G tiles needs G tile rows
+    of a and G tile columns of b: each one read from HBM once and then found in the L2 by the
+    other G - 1 programs of the patch."""
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    # The last group is shorter when num_pid_m is not a multiple of GROUP_M.
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
 def matmul_kernel(
     a_ptr,  # pointer to a, M x K, unit stride along a row
     b_ptr,  # pointer to b, K x N, unit stride along a row
@@ -59,22 +82,8 @@ def matmul_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the launch order (L2 reuse)
 ):
     """One program per BLOCK_M x BLOCK_N output tile: the sum over K of a-tile @ b-tile."""
-    # Grouped ordering. Launched row by row, the programs that run at the same time would all
-    # share one row of tiles of a but each need a different column of b, and b would stream
-    # through the L2 once per row of tiles. Numbering the tiles down columns of GROUP_M tiles
-    # instead makes the running programs form a roughly square patch, and a patch of G x G
-    # tiles needs G tile rows of a and G tile columns of b: each one read from HBM once and
-    # then found in the L2 by the other G - 1 programs of the patch.
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    # The last group is shorter when num_pid_m is not a multiple of GROUP_M.
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    # Which tile is this program's: in groups of GROUP_M rows of tiles, for the L2's sake.
+    pid_m, pid_n = grouped_tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     # Indices of this tile's rows and columns, and of the first step along K.
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -178,14 +187,7 @@ def matmul_tma_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the launch order (L2 reuse)
 ):
     """The same product, with tiles fetched whole by the hardware instead of element by element."""
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
@@ -317,16 +319,9 @@ def matmul_bt_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the launch order (L2 reuse)
 ):
     """One program per BLOCK_M x BLOCK_N output tile: the sum over K of a-tile @ (b.T)-tile."""
-    # Grouped ordering, as in matmul_kernel: the programs running at once cover a patch of tiles
-    # that shares its strips of a and b in the L2.
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    # Grouped ordering, as in matmul_kernel: the programs running at once share their strips of
+    # a and b in the L2.
+    pid_m, pid_n = grouped_tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     # A block pointer describes a whole matrix once (its shape and strides) and a tile of it
     # (its shape and where it starts); Triton computes the tile's addresses, in 64-bit, itself.
