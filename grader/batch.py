@@ -44,6 +44,9 @@ CLASS_FILES = ("grades.csv", "summary.html")  # what summary.write_outputs write
 # beside the gradebook): intake refuses a student of one of these names, whose folder would collide.
 OUTPUT_NAMES = (STAGING, GRADEBOOK, f"{GRADEBOOK}-journal", *CLASS_FILES)
 WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first worker (a Slurm queue)
+# What a grading holds on its GPU beside torch's capped allocator (assignment.toml's gpu_memory_gib):
+# its CUDA context, cuBLAS's workspace, Triton's and CuPy's own buffers.
+CONTEXT_GIB = 1.5
 
 
 class SetupError(ValueError):
@@ -99,6 +102,16 @@ def visible_gpus() -> list[str]:
     return visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
 
 
+def gradings_per_gpu(gpu_gib: float, caps_gib: list[float]) -> int:
+    """How many gradings one GPU of `gpu_gib` holds at once, if each takes the most its
+    assignment allows (its cap, plus what no cap counts): never fewer than one."""
+    return max(1, int(gpu_gib // (max(caps_gib, default=0.0) + CONTEXT_GIB)))
+
+
+def smallest_gpu_gib() -> float:
+    return min(torch.cuda.get_device_properties(int(i)).total_memory for i in range(len(visible_gpus()))) / 2**30
+
+
 def worker_specs(device: str, workers: int | None, locks: Path | None = None) -> dict:
     """One Nanny (a worker process) per GPU, each seeing only its own; or `workers` CPU workers.
     More workers than GPUs share them round-robin, each GPU's workers through its lock in `locks`
@@ -121,6 +134,8 @@ class Engine:
         self.cluster: SpecCluster | None = None
         self.client: Client | None = None
         self.locks: Path | None = None  # the folder of the GPUs' locks, where workers share GPUs
+        self.workers = options.workers
+        self.notice = ""  # why there are fewer workers than asked for
         if options.scheduler:
             try:
                 self.client = Client(options.scheduler, timeout="30s")
@@ -129,6 +144,19 @@ class Engine:
             self.device = self._device_on_workers(options.device)
         else:
             self.device = resolve_device(options.device)
+            if self.shares_gpus:
+                self.fit_workers_to_memory()
+
+    def fit_workers_to_memory(self) -> None:
+        """Workers that share a GPU share its memory: no more of them than the largest cap fits."""
+        gpus = len(visible_gpus())
+        gpu_gib = smallest_gpu_gib()
+        caps = [a.gpu_memory_gib for a in self.options.assignments]
+        fit = gradings_per_gpu(gpu_gib, caps) * gpus
+        if self.workers > fit:
+            self.notice = (f"--workers {self.workers}: {fit} fit, {fit // gpus} per GPU of {gpu_gib:.0f} GiB, each "
+                           f"allowed {max(caps):g} GiB (gpu_memory_gib) + {CONTEXT_GIB:g} GiB: using {fit}")  # fmt: skip
+            self.workers = fit
 
     def _device_on_workers(self, requested: str) -> str:
         # The client (a login node, say) may have no GPU while the workers do: ask them.
@@ -145,7 +173,7 @@ class Engine:
 
     @property
     def shares_gpus(self) -> bool:
-        workers = self.options.workers
+        workers = self.workers
         return not self.options.scheduler and self.device == "cuda" and bool(workers) and workers > len(visible_gpus())
 
     def start(self) -> Client:
@@ -153,7 +181,7 @@ class Engine:
             local = {"host": "127.0.0.1", "dashboard": False, "dashboard_address": None}
             # The GPUs' locks live on this host, beside the workers that share them.
             self.locks = Path(tempfile.mkdtemp(prefix="grader-gpu-locks-")) if self.shares_gpus else None
-            specs = worker_specs(self.device, self.options.workers, self.locks)
+            specs = worker_specs(self.device, self.workers, self.locks)
             self.cluster = SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": local},
                                        silence_logs=logging.ERROR)  # fmt: skip
             self.client = Client(self.cluster)
@@ -163,7 +191,7 @@ class Engine:
     def description(self) -> str:
         if self.options.scheduler:
             return f"the cluster at {self.options.scheduler}"
-        workers = len(self.cluster.worker_spec) if self.cluster else self.options.workers
+        workers = len(self.cluster.worker_spec) if self.cluster else self.workers
         return f"{workers} local {'GPU' if self.device == 'cuda' else 'CPU'} worker(s)"
 
     def close(self) -> None:
@@ -252,6 +280,8 @@ def run(options: Options, console: Console) -> int:
     submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
     tasks = plan(submissions, options.assignments)
     engine = Engine(options)
+    if engine.notice:
+        console.print(f"[yellow]note:[/] {engine.notice}")
     if engine.shares_gpus:
         console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take turns "
                       "to time (each GPU's lock)")  # fmt: skip

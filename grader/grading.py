@@ -12,7 +12,7 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -64,7 +64,10 @@ class Phases(dict):
     """Seconds one grading spent in each phase: `start` (children starting: the sandbox and the
     harness's imports), `build` (nvcc), `correctness` and `timing` (the children's time after
     their start: importing the student's file, compiling, autotuning and running); on a GPU shared
-    with other workers also `waiting`, for the GPU's lock (not counted against the time limit)."""
+    with other workers also `waiting`, for the GPU's lock (not counted against the time limit).
+    On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child."""
+
+    gpu_reserved_bytes: int = 0
 
     def add(self, phase: str, seconds: float) -> None:
         self[phase] = self.get(phase, 0.0) + seconds
@@ -72,14 +75,22 @@ class Phases(dict):
     def add_child(self, phase: str, run: isolation.ChildRun) -> None:
         start = run.ready_s if run.ready_s is not None else run.seconds
         self.add("start", start)
-        self.add(phase, max(run.seconds - start, 0.0))
+        self.add(phase, max(run.seconds - start - run.gated_s, 0.0))  # its gate's wait is `waiting`
+        self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, run.gpu_reserved_bytes)
+
+    def merge(self, other: Phases) -> None:
+        self.update(other)
+        self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, other.gpu_reserved_bytes)
 
     def line(self) -> str:
-        return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
+        line = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
+        if self.gpu_reserved_bytes:
+            line += f" (GPU memory held by torch: at most {self.gpu_reserved_bytes / 2**30:.1f} GiB)"
+        return line
 
 
 def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget, phases: Phases | None = None,
-              phase: str = "correctness") -> dict[str, TaskResult]:
+              phase: str = "correctness", gate=None) -> dict[str, TaskResult]:
     """Every task's outcome: a child's report, or the reason it never reported. Each child's
     seconds go to `phases` under `phase`."""
     phases = Phases() if phases is None else phases
@@ -88,7 +99,7 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
     for _ in range(MAX_CHILDREN):
         if not pending or budget.left() <= 0:
             break
-        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left())
+        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate)
         phases.add_child(phase, run)
         results.update(_collect(run))
         pending = [t for t in pending if t.id not in results]
@@ -144,8 +155,8 @@ class AssignmentGrading:
         self.job.libraries = self.private_libraries(builds)
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
-        with self.gpu("correctness"):
-            results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness")
+        with self.gpu("correctness") as gate:
+            results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness", gate)
         judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
                   for part in self.assignment.parts}  # fmt: skip
         timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()})
@@ -167,21 +178,33 @@ class AssignmentGrading:
         if not tasks:
             return {}
         self.settings.progress(f"{self.assignment.name}: timing {', '.join(p.name for p in ready)} on {len(tasks)} shapes")
-        with self.gpu("timing"):
-            return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing")
+        with self.gpu("timing") as gate:
+            return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate)
 
     @contextmanager
     def gpu(self, phase: str):
-        """A phase's hold on a GPU shared with other workers: shared while correctness runs, alone
-        while timing. Waiting for another student's timing costs this grading none of its time limit."""
+        """A phase's hold on a GPU shared with other workers, as a gate for its children (None where
+        the GPU is not shared): a child starts (sandbox, torch, CUDA) while others use the GPU,
+        and its gate takes the lock before any student code runs: shared while correctness runs,
+        alone while timing. The lock is kept until the phase ends (a second child of the phase
+        passes at once). Waiting costs this grading none of its time limit."""
         lock = self.settings.gpu_lock
         if lock is None or self.device != "cuda":
-            yield
+            yield None
             return
-        with lock.exclusive() if phase == "timing" else lock.shared() as waited:
-            self.budget.deadline += waited
-            self.phases.add("waiting", waited)
-            yield
+        with ExitStack() as hold:
+            taken = []
+
+            def gate() -> float:
+                if taken:
+                    return 0.0
+                waited = hold.enter_context(lock.exclusive() if phase == "timing" else lock.shared())
+                taken.append(phase)
+                self.budget.deadline += waited
+                self.phases.add("waiting", waited)
+                return waited
+
+            yield gate
 
     def build(self, part: Part) -> cuda_build.Build:
         self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")
@@ -305,7 +328,7 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
         return grading.run()
     finally:
         if phases is not None:
-            phases.update(grading.phases)
+            phases.merge(grading.phases)
         shutil.rmtree(grading.workdir, ignore_errors=True)  # outputs of large cases weigh gigabytes
 
 

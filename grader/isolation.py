@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from grader import messages, sandbox
 from grader.limits import Limits, Watchdog
@@ -97,6 +97,16 @@ class ChildRun:
     outcomes: dict[str, Done] = field(default_factory=dict)
     outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
     finished: bool = False
+    gpu_reserved_bytes: int = 0  # the child's own figure (Finished), within its cap; 0 if none came
+    gate_began: float | None = None  # when the child, ready, began to wait at its gate
+    gated_s: float = 0.0  # how long it waited there, once the gate opened
+    gate_open: bool = False
+
+    def waited(self, now: float) -> float:
+        """Seconds spent at the gate so far: they count against no time limit."""
+        if self.gate_open or self.gate_began is None:
+            return self.gated_s
+        return now - self.gate_began
 
     @property
     def in_flight(self) -> str | None:
@@ -127,8 +137,10 @@ class ChildRun:
 class _Channel(threading.Thread):
     """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
 
-    def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation):
+    def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation,
+                 gpu_cap_bytes: int = 0, on_ready: Callable[[], None] | None = None):  # fmt: skip
         super().__init__(daemon=True)
+        self.gpu_cap_bytes, self.on_ready = gpu_cap_bytes, on_ready
         self.file = os.fdopen(fd, "rb")
         caps = [t.max_output_bytes for t in tasks]
         self.reader = messages.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
@@ -152,7 +164,11 @@ class _Channel(threading.Thread):
     def take(self, frame: messages.Frame) -> None:
         message, run = frame.message, self.run_
         if isinstance(message, Hello):
+            if run.ready:
+                raise ProtocolError("tampering", "a second Hello on the result channel")
             run.ready, run.ready_s = True, time.monotonic() - run.began
+            if self.on_ready is not None:
+                self.on_ready()
         elif isinstance(message, Start) and message.task in self.tasks:
             run.started.append(message.task)
         elif isinstance(message, Output) and message.task == run.in_flight:
@@ -161,6 +177,9 @@ class _Channel(threading.Thread):
             run.outcomes[message.task] = message
         elif isinstance(message, Finished):
             run.finished = True
+            # Only shown: a figure torch's capped allocator could not have reached is dropped.
+            if 0 <= message.gpu_reserved_bytes <= self.gpu_cap_bytes:
+                run.gpu_reserved_bytes = message.gpu_reserved_bytes
         else:
             raise ProtocolError("tampering", f"an out-of-order message on the result channel ({type(message).__name__})")
 
@@ -286,14 +305,18 @@ def kill_orphans(known: set[int]) -> None:
 _live_children: set[int] = set()  # every child process being graded by this process, on any thread
 
 
-def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float) -> ChildRun:
-    """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one)."""
+def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
+              gate: Callable[[], float] | None = None) -> ChildRun:  # fmt: skip
+    """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
+    With a `gate`, the child waits once it is up, before any student code, until `gate()` returns
+    (it gives the seconds it waited, which count against no time limit)."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
+    gate_fd, gate_opener = os.pipe() if gate is not None else (-1, -1)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
-    job.key, job.channel_fd, job.gpu_memory_gib = key.hex(), write_fd, gpu_memory_gib
+    job.key, job.channel_fd, job.gpu_memory_gib, job.gate_fd = key.hex(), write_fd, gpu_memory_gib, gate_fd
     lifeline, held = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline)]
     seccomp = sandbox.seccomp_filter() if view else None
@@ -309,37 +332,63 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     run = ChildRun()
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
+
+    def open_gate() -> None:
+        run.gate_began = time.monotonic()
+        run.gated_s = gate()
+        run.gate_open = True
+        try:
+            os.write(gate_opener, b"g")
+        except OSError:
+            pass  # the child is gone: its death says why
+
+    passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd) if f is not None and f >= 0)
     started, before = time.monotonic(), children()
     run.began = started
-    process = subprocess.Popen(argv, pass_fds=tuple(f for f in (lifeline, seccomp, write_fd) if f is not None),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=job.submission_dir if view is None else "/", env=env,
+    process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=job.submission_dir if view is None else "/", env=env,
                                start_new_session=True)  # fmt: skip
     _live_children.add(process.pid)
-    for fd in (write_fd, lifeline) + ((seccomp,) if seccomp is not None else ()):
+    for fd in passed:
         os.close(fd)
     watchdog = Watchdog(process.pid, limits, before, disk=(compiled, scratch))
-    channel = _Channel(read_fd, key, outputs, job.tasks, run, lambda: watchdog.kill_all())
+    channel = _Channel(read_fd, key, outputs, job.tasks, run, lambda: watchdog.kill_all(), int(gpu_memory_gib * 2**30),
+                       open_gate if gate is not None else None)  # fmt: skip
     out, err = _Capture(process.stdout), _Capture(process.stderr)
     for thread in (watchdog, channel, out, err):
         thread.start()
     _send_job(process, job)
-    try:
-        process.wait(timeout=max(timeout_s, 0.1))
-    except subprocess.TimeoutExpired:
-        run.timed_out = True
+    run.timed_out = _wait(process, started, timeout_s, run, gate is not None)
     watchdog.stop()
     watchdog.kill_all()  # whatever the child left behind goes with it
     process.wait()
     _live_children.discard(process.pid)
     kill_orphans(before | _live_children)
-    os.close(held)
+    for fd in (held, gate_opener):
+        if fd >= 0:
+            os.close(fd)
     for thread in (channel, out, err):
         thread.join(timeout=5)
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
     run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
     return run
+
+
+def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: ChildRun, gated: bool) -> bool:
+    """Wait for the child's end; True if it outlived `timeout_s` plus what it waited at its gate
+    (with a gate the wait goes by the second, since the deadline moves while the child waits)."""
+    while True:
+        now = time.monotonic()
+        left = started + max(timeout_s, 0.1) + run.waited(now) - now
+        if left <= 0:
+            return True
+        try:
+            process.wait(timeout=min(left, 1.0) if gated else left)
+            return False
+        except subprocess.TimeoutExpired:
+            if not gated:
+                return True
 
 
 def _send_job(process: subprocess.Popen, job: Job) -> None:

@@ -72,6 +72,9 @@ class Job:
     tasks: list[Task]
     libraries: dict[str, str] = field(default_factory=dict)  # CUDA part -> the built library, as the child sees it
     gpu_memory_gib: float = 40.0
+    # Where the parent opens the gate (one byte) once this child may use the GPU (gpu_lock.py):
+    # the child waits there after its start, before any student code. -1: no gate.
+    gate_fd: int = -1
 
 
 # --- Child to parent ----------------------------------------------------------------------------
@@ -262,7 +265,9 @@ class Done:
 
 @dataclass
 class Finished:
-    pass
+    # The most GPU memory torch's allocator held at the end of any task (what it reserved: the
+    # tensors and its cache), as the child measured it; shown to the course staff, never graded.
+    gpu_reserved_bytes: int = 0
 
 
 MESSAGES = {cls.__name__: cls for cls in (Hello, Start, Output, Done, Finished)}

@@ -86,15 +86,65 @@ def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_
     assert blocker_in.wait(5)
     deadline = grading.budget.deadline
     threading.Timer(0.4, blocker_go.set).start()
-    with AssignmentGrading.gpu(grading, phase):
+    with AssignmentGrading.gpu(grading, phase) as gate:
+        assert gate() >= 0.3, "it did not wait for the other student's timing"
         log.append("mine")
+        assert gate() == 0.0, "a second child of the phase passes at once: the phase holds the lock"
+        if phase == "timing":  # nobody else gets in while the phase holds it
+            _, other_in, other_go = _start(GpuLock(tmp_path, "0"), "shared", log, "other student's correctness")
+            assert not other_in.wait(0.3)
+    if phase == "timing":
+        assert other_in.wait(5), "the lock was not released when the phase ended"
+        other_go.set()
     blocker.join(5)
-    assert grading.phases["waiting"] >= 0.3, "it did not wait for the other student's timing"
+    assert grading.phases["waiting"] >= 0.3
     assert grading.budget.deadline - deadline == pytest.approx(grading.phases["waiting"])
     cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", budget=_Budget(60.0), phases=Phases())
-    with AssignmentGrading.gpu(cpu, phase):
-        pass
-    assert "waiting" not in cpu.phases, "the CPU tier has no GPU to wait for"
+    with AssignmentGrading.gpu(cpu, phase) as gate:
+        assert gate is None, "the CPU tier has no GPU to wait for"
+
+
+def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path, repo):
+    """The gate in a real child: its start (sandbox, torch) overlaps the wait, the student's module
+    is imported only once the gate opened, and the wait moves the child's deadline."""
+    import dataclasses
+    import shutil
+
+    from grader import isolation
+    from grader.grading import Settings
+    from grader.spec import load_assignment
+
+    submission = tmp_path / "student"
+    shutil.copytree(repo / "solutions" / "vector_add", submission / "vector_add")
+    source = submission / "vector_add" / "vector_add.py"
+    source.write_text('import time\nprint("imported at", time.monotonic(), flush=True)\n' + source.read_text())
+    assignment = load_assignment(repo / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, submission, Settings(device="cpu"))
+    opened, seen = [], []
+
+    def gate() -> float:
+        began = time.monotonic()
+        seen.append(began)
+        time.sleep(4.0)  # another student's timing
+        opened.append(time.monotonic())
+        return opened[0] - began
+
+    try:
+        tasks = grading.case_tasks(assignment.parts[0])[:1]
+        job = dataclasses.replace(grading.job, tasks=tasks)
+        # Without its wait, the child needs a few seconds; the limit is shorter than start + wait.
+        run = isolation.run_child(job, grading.workdir, grading.view, 30.0, gate)
+        quick = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view,
+                                    run.seconds - run.gated_s + 2.0, gate=lambda: (time.sleep(4.0), 4.0)[1])  # fmt: skip
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    assert run.ready and run.finished and not run.timed_out, run.stderr
+    assert len(seen) == 1 and run.gated_s == pytest.approx(4.0, abs=0.2)
+    imported = float(run.stdout.split("imported at")[1].split()[0])
+    assert imported >= opened[0], "student code ran before the gate opened"
+    assert seen[0] - run.began >= run.ready_s - 0.1, "the gate was taken before the child was up"
+    assert quick.finished and not quick.timed_out, "the wait at the gate counted against the time limit"
+    assert [t for t in quick.outcomes] == [tasks[0].id]
 
 
 def test_only_workers_that_share_a_gpu_are_given_its_lock(tmp_path, monkeypatch):
@@ -111,3 +161,29 @@ def test_only_workers_that_share_a_gpu_are_given_its_lock(tmp_path, monkeypatch)
     assert GpuLock.from_environment().gpu == tmp_path / "gpu-1.lock"
     monkeypatch.delenv(ENVIRONMENT)
     assert GpuLock.from_environment() is None
+
+
+@pytest.mark.parametrize("gpu_gib, caps, fit", [(79.2, [16.0], 4), (79.2, [16.0, 40.0], 1), (139.8, [40.0], 3),
+                                                (79.2, [8.0, 6.0], 8), (12.0, [40.0], 1)])  # fmt: skip
+def test_workers_of_one_gpu_are_as_many_as_the_largest_cap_fits(gpu_gib, caps, fit):
+    assert batch.gradings_per_gpu(gpu_gib, caps) == fit
+
+
+def test_a_batch_asking_for_more_workers_than_fit_gets_fewer_and_says_why(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(batch, "resolve_device", lambda requested: "cuda")
+    monkeypatch.setattr(batch, "visible_gpus", lambda: ["0"])
+    monkeypatch.setattr(batch, "smallest_gpu_gib", lambda: 79.2)
+    assignments = [SimpleNamespace(gpu_memory_gib=16.0), SimpleNamespace(gpu_memory_gib=24.0)]
+
+    def engine(workers):
+        options = batch.Options(tmp_path, tmp_path, assignments, "cuda", workers, None, False)
+        return batch.Engine(options)
+
+    crowded = engine(6)
+    assert crowded.workers == 3 and crowded.shares_gpus
+    assert "--workers 6: 3 fit" in crowded.notice and "24 GiB" in crowded.notice
+    roomy = engine(3)
+    assert roomy.workers == 3 and roomy.notice == ""
+    alone = engine(None)
+    assert alone.workers is None and not alone.shares_gpus and alone.notice == ""

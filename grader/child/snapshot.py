@@ -21,7 +21,7 @@ WATCHED = {
     "torch": ("empty", "empty_like", "empty_strided", "equal", "no_grad", "Generator"),
     "torch.cuda": ("Event", "Stream", "synchronize", "current_stream", "set_stream", "stream", "_sleep",
                    "get_device_properties", "empty_cache", "memory_allocated", "max_memory_allocated",
-                   "reset_peak_memory_stats"),
+                   "max_memory_reserved", "reset_peak_memory_stats"),
     "torch.cuda.Event": ("__new__", "elapsed_time", "record", "synchronize", "query", "wait"),
     "torch.Tensor": ("copy_", "clone", "to", "cpu", "detach", "contiguous", "data_ptr", "untyped_storage",
                      "as_strided", "view", "fill_", "sum", "numpy"),

@@ -36,6 +36,7 @@ _synchronize = torch.cuda.synchronize
 _memory_allocated = torch.cuda.memory_allocated
 _max_memory_allocated = torch.cuda.max_memory_allocated
 _reset_peak = torch.cuda.reset_peak_memory_stats
+_max_memory_reserved = torch.cuda.max_memory_reserved
 _perf_counter = time.perf_counter
 
 
@@ -267,6 +268,7 @@ class Worker:
 
     def run(self) -> None:
         runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe}
+        reserved = 0
         for task in self.job.tasks:
             self.send(Start(task.id))
             try:
@@ -279,8 +281,11 @@ class Worker:
             if isinstance(outcome, Failure) and outcome.fatal:
                 os._exit(3)  # a dead CUDA context: the parent resumes in a fresh process
             if self.device == "cuda":
+                # The allocator keeps what it reserved until emptied, and a reset of the peak
+                # (a followup call) starts from what it holds: so this peak covers the task.
+                reserved = max(reserved, _max_memory_reserved())
                 torch.cuda.empty_cache()
-        self.send(Finished())
+        self.send(Finished(reserved))
 
     def account(self, activity: Activity) -> None:
         """What the guard refused and which harness objects were rebound, looked at after every

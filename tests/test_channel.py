@@ -1,0 +1,79 @@
+"""The result channel, from the parent's side: what a child sends is data the parent checks.
+
+A child signs each frame with the job's key (messages.FrameWriter); the parent's reader
+(isolation._Channel) builds each message against its declared types and then judges what it
+says. Here a writer stands in for the child and sends what a hostile one could.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+
+import pytest
+
+from grader import isolation, messages
+from grader.messages import Finished
+
+CAP = 16 * 2**30  # the assignment's gpu_memory_gib, in bytes
+
+
+def _read(sent: list, tmp_path) -> isolation.ChildRun:
+    """What the parent makes of `sent`: frames signed with the job's key, or raw bytes."""
+    key = secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    run = isolation.ChildRun()
+    channel = isolation._Channel(read_fd, key, tmp_path, [], run, lambda: None, CAP)
+    writer = messages.FrameWriter(write_fd, key)
+    for item in sent:
+        if isinstance(item, bytes):
+            header = json.dumps({"type": "Finished", "body": json.loads(item)}).encode()
+            writer._write(messages.PREFIX.pack(len(header), 0) + header)
+            writer._write(messages._mac(key, writer.seq, header, 0).digest())
+            writer.seq += 1
+        else:
+            writer.send(item)
+    os.close(write_fd)
+    channel.run()
+    return run
+
+
+@pytest.mark.parametrize("figure, kept", [(3 * 2**30, 3 * 2**30), (CAP, CAP), (CAP + 1, 0), (-1, 0), (0, 0)])
+def test_the_gpu_memory_a_child_reports_is_kept_only_within_its_cap(tmp_path, figure, kept):
+    run = _read([Finished(figure)], tmp_path)
+    assert run.finished and run.violation is None
+    assert run.gpu_reserved_bytes == kept
+
+
+@pytest.mark.parametrize("body", [b'{"gpu_reserved_bytes": "lots"}', b'{"gpu_reserved_bytes": 1e300}',
+                                  b'{"gpu_reserved_bytes": true}', b'{"gpu_reserved_bytes": 9223372036854775807}'])  # fmt: skip
+def test_a_gpu_memory_figure_that_is_no_integer_is_tampering(tmp_path, body):
+    run = _read([body], tmp_path)
+    assert not run.finished and run.gpu_reserved_bytes == 0
+    assert run.violation is not None and run.violation.reason == "tampering"
+
+
+def test_a_frame_signed_with_another_key_is_tampering(tmp_path):
+    key, other = secrets.token_bytes(32), secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    run = isolation.ChildRun()
+    channel = isolation._Channel(read_fd, key, tmp_path, [], run, lambda: None, CAP)
+    messages.FrameWriter(write_fd, other).send(Finished(2**30))
+    os.close(write_fd)
+    channel.run()
+    assert not run.finished and run.gpu_reserved_bytes == 0
+    assert run.violation is not None and run.violation.reason == "tampering"
+
+
+def test_the_phases_line_shows_the_most_gpu_memory_any_child_held():
+    from grader.grading import Phases
+
+    phases = Phases(start=0.0, correctness=0.0, timing=0.0)
+    phases.add_child("correctness", isolation.ChildRun(seconds=5.0, ready_s=1.0, gpu_reserved_bytes=3 * 2**30))
+    phases.add_child("timing", isolation.ChildRun(seconds=2.0, ready_s=1.0, gpu_reserved_bytes=2**30))
+    assert phases.line() == "start 2.0 s, correctness 4.0 s, timing 1.0 s (GPU memory held by torch: at most 3.0 GiB)"
+    total = Phases()
+    total.merge(phases)
+    assert total.gpu_reserved_bytes == 3 * 2**30 and total.line() == phases.line()
+    assert "GPU memory" not in Phases(start=1.0).line(), "the CPU tier reports none"
