@@ -8,11 +8,14 @@
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
 # The sandbox needs bubblewrap: where the image lacks it, BWRAP_DEB=path/to/bubblewrap_*.deb (Debian's
 # package, fetched elsewhere with `apt-get download bubblewrap`) is unpacked and put on the PATH.
+# `batch` needs dask's distributed, which an image may lack: wheels in .whl/ (fetched elsewhere with
+# `pip download`) are where the venv's set-up finds it, offline.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
+[ -d .whl ] && export PIP_FIND_LINKS="$PWD/.whl"
 [ -e .venv/.ready ] || { python3 grader/bootstrap.py > "$OUT/bootstrap.log" 2>&1 && touch .venv/.ready; } ||
   tail "$OUT/bootstrap.log"
 if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DEB:-}" ]; then
