@@ -125,7 +125,7 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
     def gate() -> float:
         began = time.monotonic()
         seen.append(began)
-        time.sleep(4.0)  # another student's timing
+        time.sleep(2.5)  # another student's timing
         opened.append(time.monotonic())
         return opened[0] - began
 
@@ -135,11 +135,11 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
         # Without its wait, the child needs a few seconds; the limit is shorter than start + wait.
         run = isolation.run_child(job, grading.workdir, grading.view, 30.0, gate)
         quick = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view,
-                                    run.seconds - run.gated_s + 2.0, gate=lambda: (time.sleep(4.0), 4.0)[1])  # fmt: skip
+                                    run.seconds - run.gated_s + 2.0, gate=lambda: (time.sleep(2.5), 2.5)[1])  # fmt: skip
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
     assert run.ready and run.finished and not run.timed_out, run.stderr
-    assert len(seen) == 1 and run.gated_s == pytest.approx(4.0, abs=0.2)
+    assert len(seen) == 1 and run.gated_s == pytest.approx(2.5, abs=0.2)
     imported = float(run.stdout.split("imported at")[1].split()[0])
     assert imported >= opened[0], "student code ran before the gate opened"
     assert seen[0] - run.began >= run.ready_s - 0.1, "the gate was taken before the child was up"
