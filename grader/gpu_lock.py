@@ -18,9 +18,9 @@ what it held. The GPU is named by CUDA_VISIBLE_DEVICES, as each worker sees it.
 What it does not cover: a correctness child autotunes (the autotuner times its candidates), and
 those timings run beside other correctness children; the timing child then reuses the picks
 (TRITON_CACHE_AUTOTUNING), so a pick made under load can differ from one made alone. In a class
-of 20 on one H100 with four workers (tools/batch_parity.py, 2026-11-24), an autotuned vector_add's
-ratios moved by at most 0.74% against a grading alone; a kernel whose configs differ more than
-a vector add's could move further.
+of 20 on one H100 with four workers (tools/batch_parity.py, 2026-11-24), an autotuned vector
+addition's ratios moved by at most 0.74% against a grading alone; a kernel whose configs differ
+more than a vector addition's could move further.
 """
 
 from __future__ import annotations
