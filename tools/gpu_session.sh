@@ -18,6 +18,10 @@ export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
 [ -d .whl ] && export PIP_FIND_LINKS="$PWD/.whl"
 [ -e .venv/.ready ] || { python3 grader/bootstrap.py > "$OUT/bootstrap.log" 2>&1 && touch .venv/.ready; } ||
   tail "$OUT/bootstrap.log"
+# A venv set up before the wheels came (a warm machine) gets dask's distributed now.
+if [ -d .whl ] && [ -e .venv/.ready ] && ! .venv/bin/python -c "import distributed" 2>/dev/null; then
+  .venv/bin/python -m pip install -q "dask[distributed]" >> "$OUT/bootstrap.log" 2>&1 || tail "$OUT/bootstrap.log"
+fi
 if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DEB:-}" ]; then
   dpkg -x "$BWRAP_DEB" /tmp/bubblewrap && export PATH="/tmp/bubblewrap/usr/bin:$PATH"
 fi
