@@ -98,15 +98,21 @@ class ChildRun:
     outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
     finished: bool = False
     gpu_reserved_bytes: int = 0  # the child's own figure (Finished), within its cap; 0 if none came
-    gate_began: float | None = None  # when the child, ready, began to wait at its gate
-    gated_s: float = 0.0  # how long it waited there, once the gate opened
-    gate_open: bool = False
+    gate_began: float | None = None  # time.monotonic() when the child, ready, began to wait at its gate
+    gate_opened: float | None = None  # and when the gate opened
 
     def waited(self, now: float) -> float:
         """Seconds spent at the gate so far: they count against no time limit."""
-        if self.gate_open or self.gate_began is None:
-            return self.gated_s
-        return now - self.gate_began
+        if self.gate_began is None:
+            return 0.0
+        return (self.gate_opened if self.gate_opened is not None else now) - self.gate_began
+
+    @property
+    def gated_s(self) -> float:
+        """How long the child waited at its gate, once it opened (0 if it never did)."""
+        if self.gate_opened is None:
+            return 0.0
+        return self.gate_opened - self.gate_began
 
     @property
     def in_flight(self) -> str | None:
@@ -306,10 +312,10 @@ _live_children: set[int] = set()  # every child process being graded by this pro
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
-              gate: Callable[[], float] | None = None) -> ChildRun:  # fmt: skip
+              gate: Callable[[], object] | None = None) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
-    With a `gate`, the child waits once it is up, before any student code, until `gate()` returns
-    (it gives the seconds it waited, which count against no time limit)."""
+    With a `gate`, the child waits once it is up, before any student code, until `gate()` returns;
+    that wait counts against no time limit."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
@@ -335,8 +341,8 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
 
     def open_gate() -> None:
         run.gate_began = time.monotonic()
-        run.gated_s = gate()
-        run.gate_open = True
+        gate()
+        run.gate_opened = time.monotonic()
         try:
             os.write(gate_opener, b"g")
         except OSError:
