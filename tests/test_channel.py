@@ -13,7 +13,7 @@ import secrets
 import pytest
 
 from grader import isolation, messages
-from grader.messages import Finished
+from grader.messages import Finished, Hello
 
 CAP = 16 * 2**30  # the assignment's gpu_memory_gib, in bytes
 
@@ -45,6 +45,14 @@ def test_a_gpu_memory_figure_that_is_no_integer_is_tampering(tmp_path, figure):
     run = _read([Finished(figure)], tmp_path)
     assert not run.finished and run.gpu_reserved_bytes == 0
     assert run.violation is not None and run.violation.reason == "tampering"
+
+
+def test_a_second_hello_is_tampering(tmp_path):
+    """Hello opens a child's gate (the GPU's lock, where workers share a GPU): a forged second one
+    must not take it again."""
+    run = _read([Hello("ready"), Hello("ready")], tmp_path)
+    assert run.ready and run.violation is not None and run.violation.reason == "tampering"
+    assert "second Hello" in run.violation.message
 
 
 def test_a_frame_signed_with_another_key_is_tampering(tmp_path):
