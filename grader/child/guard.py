@@ -66,11 +66,15 @@ class _State:
     def __init__(self, student_root: Path, sanctioned: set, boundary: set):
         self.student_root = str(student_root) + os.sep
         self.trusted = _trusted_roots()
-        self.sanctioned, self.boundary = sanctioned, boundary
+        # Code objects are told apart by identity, never by equality: hashing one hashes its whole
+        # bytecode and constants (a millisecond per stack walk, over deep imports), and a code
+        # object the student builds equal to a sanctioned one must not pass for it. Each set holds
+        # its objects, so no id is reused while it is in a set.
+        self.sanctioned, self.boundary = {id(c): c for c in sanctioned}, {id(c): c for c in boundary}
         self.refusals: list[Refusal] = []
         self.busy = threading.local()
         self.main = threading.main_thread().ident
-        self.library_codes: set = set()  # code that library code compiled and ran (a Triton binder)
+        self.library_codes: dict[int, object] = {}  # code that library code compiled and ran (a Triton binder)
 
 
 def _trusted_roots() -> tuple[str, ...]:
@@ -82,7 +86,7 @@ def _trusted_roots() -> tuple[str, ...]:
 
 
 def _library_frame(state: _State, code) -> bool:
-    return code in state.library_codes or _is_library(state, code.co_filename)
+    return id(code) in state.library_codes or _is_library(state, code.co_filename)
 
 
 def _adopt(state: _State, code) -> None:
@@ -91,7 +95,7 @@ def _adopt(state: _State, code) -> None:
     stack = [code]
     while stack:
         current = stack.pop()
-        state.library_codes.add(current)
+        state.library_codes[id(current)] = current
         stack.extend(c for c in current.co_consts if hasattr(c, "co_code"))
 
 
@@ -105,9 +109,9 @@ def _student_origin(state: _State, frame) -> tuple[bool, str]:
     """(whether student code asked for the event at `frame`, the student's innermost line)."""
     while frame is not None:
         code = frame.f_code
-        if code in state.sanctioned:
+        if id(code) in state.sanctioned:
             return False, ""
-        if code in state.boundary:
+        if id(code) in state.boundary:
             return True, ""
         if frame.f_back is None and threading.get_ident() == state.main:
             return False, ""  # the bottom of the main thread: the harness's boot code
@@ -195,6 +199,8 @@ def install(student_root: Path, sanctioned: set, boundary: set) -> tuple[Callabl
         if getattr(state.busy, "on", False):
             return  # the hook's own frame walk raises events too
         if event == "exec" and args and hasattr(args[0], "co_code"):
+            if _is_library(state, args[0].co_filename):
+                return  # a library module's own code (an import): library code by its file name already
             state.busy.on = True
             try:
                 if not _student_origin(state, sys._getframe(1))[0]:
