@@ -27,10 +27,12 @@ from rich.text import Text
 
 import grader
 from grader import intake, summary
+from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, describe, resolve_device
 from grader.gpu_lock import ENVIRONMENT, GpuLock
 from grader.gradebook import Entry, Gradebook, Key
 from grader.grading import Phases, Settings, grade_assignment
+from grader.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
 from grader.intake import Submission
 from grader.report import plain
 from grader.results import TestResult
@@ -44,9 +46,6 @@ CLASS_FILES = ("grades.csv", "summary.html")  # what summary.write_outputs write
 # beside the gradebook): intake refuses a student of one of these names, whose folder would collide.
 OUTPUT_NAMES = (STAGING, GRADEBOOK, f"{GRADEBOOK}-journal", *CLASS_FILES)
 WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first worker (a Slurm queue)
-# What a grading holds on its GPU beside torch's capped allocator (assignment.toml's gpu_memory_gib):
-# its CUDA context, cuBLAS's workspace, Triton's and CuPy's own buffers.
-CONTEXT_GIB = 1.5
 
 
 class SetupError(ValueError):
@@ -87,10 +86,13 @@ def secret_salt() -> str:
     return salt
 
 
-def grade_task(assignment: Assignment, folder: str, device: str, salt: str) -> tuple[list[TestResult], dict, float]:
-    """One (student, assignment), run on a worker: the grading core, unchanged."""
+def grade_task(assignment: Assignment, folder: str, device: str, salt: str,
+               student: str) -> tuple[list[TestResult], dict, float]:  # fmt: skip
+    """One (student, assignment), run on a worker: the grading core, unchanged. What it compiles
+    stays in the worker's cache for the student's files (compile_cache.py): a `--regrade` finds it."""
     started, phases = time.monotonic(), Phases()
-    settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None)
+    settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None,
+                        cache=CACHE_ROOT, owner=student)  # fmt: skip
     tests = grade_assignment(assignment, Path(folder), settings, phases)
     environment = describe(device, salted=bool(salt))
     environment["phases"] = f"{assignment.name}: {phases.line()}"
@@ -100,16 +102,6 @@ def grade_task(assignment: Assignment, folder: str, device: str, salt: str) -> t
 def visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
-
-
-def gradings_per_gpu(gpu_gib: float, caps_gib: list[float]) -> int:
-    """How many gradings one GPU of `gpu_gib` holds at once, if each takes the most its
-    assignment allows (its cap, plus what no cap counts): never fewer than one."""
-    return max(1, int(gpu_gib // (max(caps_gib, default=0.0) + CONTEXT_GIB)))
-
-
-def smallest_gpu_gib() -> float:
-    return min(torch.cuda.get_device_properties(int(i)).total_memory for i in range(len(visible_gpus()))) / 2**30
 
 
 def worker_specs(device: str, workers: int | None, locks: Path | None = None) -> dict:
@@ -249,7 +241,7 @@ def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str,
     """Grade `tasks` on the cluster, recording each as it finishes; returns (entries, faults)."""
     client = engine.start()
     futures = {
-        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, pure=False,
+        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, t.key.student, pure=False,
                       key=f"grade-{t.key.student}-{t.key.assignment}-{t.key.submission_hash[:12]}"): t
         for t in tasks
     }  # fmt: skip

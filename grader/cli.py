@@ -7,6 +7,7 @@ missing directory, no GPU for --device cuda); 1 for a fault of the grader itself
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from grader import report
+from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
 from grader.results import write_json
@@ -58,6 +60,14 @@ def _assignments(names: list[str]):
         raise UsageError(error.args[0]) from None
 
 
+def side_by_side(device: str, assignments: list) -> int:
+    """How many assignments `grade` grades at once: on a GPU, all of them if the cores allow (a
+    grading's children keep about two cores busy), and as many as its memory holds (overlap.py)."""
+    if device != "cuda":
+        return 1
+    return max(1, min(len(assignments), (os.cpu_count() or 2) // 2))
+
+
 def grade(args: argparse.Namespace, console: Console) -> int:
     if not args.submission.is_dir():
         raise UsageError(f"--submission {args.submission}: no such directory")
@@ -68,7 +78,10 @@ def grade(args: argparse.Namespace, console: Console) -> int:
     console.print(Text.assemble("Grading ", report.plain(args.submission, "bold"), f" on the {tier} tier: ",
                                 ", ".join(a.name for a in assignments)))  # fmt: skip
     with console.status("grading...") as status:
-        settings = Settings(device=device, progress=lambda text: status.update(text))
+        # Kernels compiled here stay for the next grading of the same files (compile_cache.py); on
+        # a GPU the assignments are graded side by side (overlap.py).
+        settings = Settings(device=device, progress=lambda text: status.update(text), cache=CACHE_ROOT,
+                            owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments))  # fmt: skip
         result = grade_submission(args.submission.resolve(), assignments, settings)
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)

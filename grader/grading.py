@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import cases, cuda_build, integrity, isolation, judging, reasons, sandbox
+from grader import cases, compile_cache, cuda_build, integrity, isolation, judging, overlap, reasons, sandbox
 from grader.environment import describe
 from grader.gpu_lock import GpuLock
 from grader.judging import TaskResult
@@ -38,6 +38,9 @@ class Settings:
     sandbox: bool = True  # False: as where the OS refuses one (tests show what happens then)
     progress: Callable[[str], None] = lambda text: None
     gpu_lock: GpuLock | None = None  # a GPU shared with other workers: timing takes it alone (gpu_lock.py)
+    cache: Path | None = None  # where compiled kernels outlive a grading (compile_cache.py); None: they do not
+    owner: str = ""  # whose files these are (a student's name, or the folder): the cache's first key
+    parallel: int = 1  # on a GPU, how many assignments may be graded at once (overlap.py)
 
 
 class _Budget:
@@ -65,9 +68,11 @@ class Phases(dict):
     harness's imports), `build` (nvcc), `correctness` and `timing` (the children's time after
     their start: importing the student's file, compiling, autotuning and running); on a GPU shared
     with other workers also `waiting`, for the GPU's lock (not counted against the time limit).
-    On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child."""
+    On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child;
+    `warm` says the grading found the kernels an earlier grading of the same files compiled."""
 
     gpu_reserved_bytes: int = 0
+    warm: bool = False
 
     def add(self, phase: str, seconds: float) -> None:
         self[phase] = self.get(phase, 0.0) + seconds
@@ -81,25 +86,27 @@ class Phases(dict):
     def merge(self, other: Phases) -> None:
         self.update(other)
         self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, other.gpu_reserved_bytes)
+        self.warm = self.warm or other.warm
 
     def line(self) -> str:
         line = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
+        notes = ["kernels compiled by an earlier grading of these files"] if self.warm else []
         if self.gpu_reserved_bytes:
-            line += f" (GPU memory held by torch: at most {self.gpu_reserved_bytes / 2**30:.1f} GiB)"
-        return line
+            notes.append(f"GPU memory held by torch: at most {self.gpu_reserved_bytes / 2**30:.1f} GiB")
+        return line + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget, phases: Phases | None = None,
-              phase: str = "correctness", gate=None) -> dict[str, TaskResult]:
+              phase: str = "correctness", gate=None, compiled: Path | None = None) -> dict[str, TaskResult]:
     """Every task's outcome: a child's report, or the reason it never reported. Each child's
-    seconds go to `phases` under `phase`."""
+    seconds go to `phases` under `phase`; `compiled` is the compilers' cache of the grading."""
     phases = Phases() if phases is None else phases
     results: dict[str, TaskResult] = {}
     pending = list(tasks)
     for _ in range(MAX_CHILDREN):
         if not pending or budget.left() <= 0:
             break
-        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate)
+        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate, compiled)
         phases.add_child(phase, run)
         results.update(_collect(run))
         pending = [t for t in pending if t.id not in results]
@@ -145,6 +152,12 @@ class AssignmentGrading:
         self.view = sandbox.View([self.copy_root, self.libraries], self.cwd, 0) if sandboxed else None
         self.job = Job(str(assignment.directory), str(self.copy_root), self.device, 0, "", [])
         self.phases = Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
+        if settings.cache is not None:
+            self.compiled = compile_cache.folder_for(settings.cache, settings.owner or str(submission), assignment.name,
+                                                     submission / assignment.name)  # fmt: skip
+            self.phases.warm = compile_cache.is_warm(self.compiled)
+        else:
+            self.compiled = isolation.compiled_cache(self.workdir)
 
     def seed(self, part: Part, kind: str, index: int) -> int:
         return cases.seed_for(self.assignment, part, kind, index, self.settings.salt)
@@ -156,16 +169,19 @@ class AssignmentGrading:
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         with self.gpu("correctness") as gate:
-            results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness", gate)
-        judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
-                  for part in self.assignment.parts}  # fmt: skip
+            results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness",
+                                gate, self.compiled)  # fmt: skip
+        with self.judging():
+            judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
+                      for part in self.assignment.parts}  # fmt: skip
         timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()})
         tests: list[TestResult] = []
-        for part in self.assignment.parts:
-            verdicts = [v for _, v in judged[part.name]]
-            tests.append(self.build_test(part, builds.get(part.name), verdicts))
-            tests.extend(self.case_tests(part, judged[part.name]))
-            tests.extend(self.performance_tests(part, verdicts, timed))
+        with self.judging():
+            for part in self.assignment.parts:
+                verdicts = [v for _, v in judged[part.name]]
+                tests.append(self.build_test(part, builds.get(part.name), verdicts))
+                tests.extend(self.case_tests(part, judged[part.name]))
+                tests.extend(self.performance_tests(part, verdicts, timed))
         return tests
 
     def time_parts(self, verdicts: dict[str, list[Verdict]]) -> dict[str, TaskResult]:
@@ -179,7 +195,21 @@ class AssignmentGrading:
             return {}
         self.settings.progress(f"{self.assignment.name}: timing {', '.join(p.name for p in ready)} on {len(tasks)} shapes")
         with self.gpu("timing") as gate:
-            return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate)
+            return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
+                             self.compiled)  # fmt: skip
+
+    @contextmanager
+    def judging(self):
+        """Judging here, in the parent, runs the float64 references on the GPU: on a GPU shared with
+        other workers it holds the lock shared, as a correctness phase does, so no reference runs
+        inside another student's timed phase."""
+        lock = self.settings.gpu_lock
+        if lock is None or self.device != "cuda":
+            yield
+            return
+        with lock.shared() as waited:
+            self.phases.add("waiting", waited)
+            yield
 
     @contextmanager
     def gpu(self, phase: str):
@@ -333,12 +363,21 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
 
 
 def grade_submission(submission: Path, assignments: list[Assignment], settings: Settings) -> Grade:
+    """Every assignment of one submission: on a GPU with `settings.parallel` > 1, several at once
+    (overlap.py), else one after another. The report lists them in the order given."""
     started = time.monotonic()
     tests: list[TestResult] = []
     spent = {}
+    if settings.parallel > 1 and settings.device == "cuda" and len(assignments) > 1:
+        graded = overlap.grade_side_by_side(submission, assignments, settings, overlap.smallest_gpu_gib(),
+                                            settings.progress)  # fmt: skip
+        for assignment in assignments:
+            found, spent[assignment.name] = graded[assignment.name]
+            tests.extend(found)
     for assignment in assignments:
-        spent[assignment.name] = Phases()
-        tests.extend(grade_assignment(assignment, submission, settings, spent[assignment.name]))
+        if assignment.name not in spent:
+            spent[assignment.name] = Phases()
+            tests.extend(grade_assignment(assignment, submission, settings, spent[assignment.name]))
     environment = describe(settings.device, salted=bool(settings.salt))
     environment["phases"] = "; ".join(f"{name}: {phases.line()}" for name, phases in spent.items())
     return Grade(str(submission), tests, environment, time.monotonic() - started)

@@ -42,7 +42,7 @@ BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main impo
 CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
 FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
 PR_SET_CHILD_SUBREAPER = 36
-INDUCTOR_CACHE = "torchinductor"  # under the child's scratch folder
+INDUCTOR_CACHE = "torchinductor"  # under the compilers' cache (or the child's scratch folder)
 OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                  "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
 
@@ -226,15 +226,16 @@ def copy_submission(source: Path, destination: Path) -> None:
 
 def child_environment(device: str, scratch: Path, compiled: Path | None = None) -> dict[str, str]:
     """`scratch` is the child's own writable folder: its private /tmp in the sandbox. `compiled`
-    is Triton's cache, shared by the children of one grading (compiled_cache)."""
+    is the compilers' cache, shared by the children of one grading (compile_cache.py)."""
     # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
     env.update(TRITON_CACHE_DIR=str(compiled or scratch / "triton-cache"), TRITON_HOME=str(scratch))
-    # torch's compiler keeps its cache here. Importing torch._dynamo would create it (the child
-    # imports it only with a torch that needs it): the child creates it on every tier, so student
-    # code that looks for it finds the same folder on each (child/main.py).
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / INDUCTOR_CACHE)
+    # torch's compiler keeps its cache here (the shown torch.compile baselines), beside Triton's.
+    # Importing torch._dynamo would create it (the child imports it only with a torch that needs
+    # it): the child creates it on every tier, so student code that looks for it finds the same
+    # folder on each (child/main.py).
+    env["TORCHINDUCTOR_CACHE_DIR"] = str((compiled or scratch) / INDUCTOR_CACHE)
     # torch.compile of a shown baseline (spec.Shown) compiles in the child itself, not in a pool of
     # worker processes that would count against the child's process limit.
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
@@ -257,13 +258,9 @@ def limits_of(assignment_dir: str) -> tuple[Limits, float, int]:
 
 
 def compiled_cache(workdir: Path) -> Path:
-    """Triton's cache for every child of one grading (one submission, one assignment): the
-    correctness child and each part's timing child compile and autotune the same kernels, and
-    with a cache of their own each did it again. It lives in the grading's private workdir, so
-    it is never another student's: a shared one would let one submission plant a binary under
-    the key of another's (say, a verbatim tutorial) kernel. What a student plants in it reaches
-    only their own later children, whose every timed output is still checked against torch.
-    Its size counts against the assignment's `scratch_gib` (the watchdog)."""
+    """The compilers' cache for every child of one grading (one submission, one assignment) that
+    keeps none between gradings: in the grading's private workdir (compile_cache.py says why it
+    is never another student's)."""
     cache = workdir / "compiled"
     cache.mkdir(mode=0o700, exist_ok=True)
     return cache
@@ -312,10 +309,11 @@ _live_children: set[int] = set()  # every child process being graded by this pro
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
-              gate: Callable[[], object] | None = None) -> ChildRun:  # fmt: skip
+              gate: Callable[[], object] | None = None, compiled: Path | None = None) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
     With a `gate`, the child waits once it is up, before any student code, until `gate()` returns;
-    that wait counts against no time limit."""
+    that wait counts against no time limit. `compiled` is the grading's compilers' cache
+    (compile_cache.py; by default one in `workdir`)."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
@@ -326,7 +324,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     lifeline, held = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline)]
     seccomp = sandbox.seccomp_filter() if view else None
-    compiled = compiled_cache(workdir)
+    compiled = compiled or compiled_cache(workdir)
     if view is not None:
         view.scratch_bytes = scratch
         argv = sandbox.command(inner, view, seccomp, compiled)

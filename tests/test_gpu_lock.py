@@ -187,3 +187,27 @@ def test_a_batch_asking_for_more_workers_than_fit_gets_fewer_and_says_why(tmp_pa
     assert roomy.workers == 3 and roomy.notice == ""
     alone = engine(None)
     assert alone.workers is None and not alone.shares_gpus and alone.notice == ""
+
+
+def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp_path):
+    """The parent's judging runs float64 references on the GPU: never inside another's timed phase."""
+    lock = GpuLock(tmp_path, "0")
+    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", phases=Phases())
+    log = []
+    blocker, blocker_in, blocker_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "other student's timing")
+    assert blocker_in.wait(5)
+    threading.Timer(0.4, blocker_go.set).start()
+    with AssignmentGrading.judging(grading):
+        log.append("judging")
+        _, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a later timing")
+        assert not timing_in.wait(0.3), "a timing phase began while the grader judged"
+        _, shared_in, shared_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a correctness phase")
+    assert log.index("judging") > log.index("other student's timing out")
+    assert grading.phases["waiting"] >= 0.3
+    assert timing_in.wait(5), "the lock was not released when judging ended"
+    for event in (timing_go, shared_go):
+        event.set()
+    blocker.join(5)
+    cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", phases=Phases())
+    with AssignmentGrading.judging(cpu):
+        assert "waiting" not in cpu.phases, "the CPU tier judges on the CPU: nothing to wait for"

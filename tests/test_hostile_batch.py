@@ -268,7 +268,8 @@ def test_nothing_lands_outside_the_out_folder_but_the_graders_files(run):
     changed = {p for p in run.before if run.after.get(p) != run.before[p]}
     assert not changed, f"files of the class, the HOME or the TMPDIR changed or vanished: {sorted(changed)}"
     new = set(run.after) - set(run.before)
-    # Beside the out folder: Dask's scratch space, and the grader's own cache of nvcc builds (gelu.cu).
+    # Beside the out folder: Dask's scratch space, and the grader's own caches: nvcc builds (gelu.cu), and
+    # what each student's gradings compiled (compile_cache.py), which only their very files find again.
     outside = {p for p in new if not p.startswith(("out/", "tmp/dask-scratch-space/", "home/.cache/kernel-grader/"))}
     assert not outside, f"files appeared outside the out folder: {sorted(outside)}"
     unexpected = {p for p in new if p.startswith("out/")} - {f"out/{name}" for name in GRADER_FILES}

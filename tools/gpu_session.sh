@@ -4,6 +4,7 @@
 # $OUT (default gpu-logs/). Steps:
 #   calibrate-NAME     tools/calibrate_NAME.py (figures for that assignment's handout)
 #   grade-NAME         grade solutions/ for assignment NAME on the GPU, keeping results.json
+#   grade-all          grade solutions/ for every assignment at once (side by side), the same way
 #   "pytest ARGS..."   .venv/bin/python -m pytest -m gpu ARGS (one quoted word)
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
 # The sandbox needs bubblewrap: where the image lacks it, BWRAP_DEB=path/to/bubblewrap_*.deb (Debian's
@@ -34,6 +35,8 @@ for step in "$@"; do
   echo "=== $step ($(date -u +%H:%M:%S))"
   case $step in
     calibrate-*) $PY "tools/${step/-/_}.py" --json "$OUT/${step}.json" 2>&1 | tee "$OUT/${step}.log" ;;
+    grade-all) $PY -m grader grade --submission solutions --device cuda \
+               --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30 ;;
     grade-*) $PY -m grader grade --submission solutions --assignment "${step#grade-}" --device cuda \
                --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30 ;;
     "pytest "*) eval "$PY -m pytest -m gpu -q -p no:cacheprovider ${step#pytest }" 2>&1 | tee "$OUT/pytest-$n.log" |

@@ -1,0 +1,43 @@
+"""`grade` on a GPU grades a submission's assignments side by side (overlap.py).
+
+How many start at once is set by the GPU's memory (each assignment's `gpu_memory_gib` plus what
+no cap counts), largest first; the gradings themselves are the usual ones, in processes of their
+own, and give the verdicts that one after another gives. Who waits for whom on the GPU is
+test_gpu_lock.py's; the wall time on a GPU is in README.md ("Measured on a GPU").
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from grader import overlap
+from grader.grading import Settings, grade_submission
+from grader.spec import REPO_ROOT, load_assignments
+
+
+def _a(name: str, gib: float):
+    return SimpleNamespace(name=name, gpu_memory_gib=gib)
+
+
+@pytest.mark.parametrize("running, pending, gpu_gib, starts", [
+    ([], [("flash_attention", 32), ("softmax", 32)], 10.0, "flash_attention"),  # alone, any fits
+    ([("flash_attention", 32)], [("softmax", 32), ("matmul", 8)], 79.2, "softmax"),
+    ([("flash_attention", 32), ("softmax", 32)], [("gelu", 10), ("matmul", 8)], 78.0, "matmul"),  # gelu waits
+    ([("flash_attention", 32), ("softmax", 32), ("matmul", 8)], [("gelu", 10)], 79.2, None),
+])  # fmt: skip
+def test_a_grading_starts_when_its_cap_fits_beside_the_running_ones(running, pending, gpu_gib, starts):
+    found = overlap._next([_a(*p) for p in pending], {i: _a(*r) for i, r in enumerate(running)}, gpu_gib)
+    assert (found.name if found else None) == starts
+
+
+def test_side_by_side_gives_the_verdicts_of_one_after_another():
+    assignments = load_assignments(["vector_add", "transpose"])
+    alone = grade_submission(REPO_ROOT / "solutions", assignments, Settings(device="cpu"))
+    side = overlap.grade_side_by_side(REPO_ROOT / "solutions", assignments, Settings(device="cpu", parallel=2), 80.0)
+    assert sorted(side) == ["transpose", "vector_add"]
+    together = [t for a in assignments for t in side[a.name][0]]
+    assert [(t.name, t.reason, t.score) for t in together] == [(t.name, t.reason, t.score) for t in alone.tests]
+    for name, (_, phases) in side.items():
+        assert phases["start"] > 0, f"{name}: its phases came back from its process"
