@@ -16,7 +16,8 @@ submissions share a cluster, its workers and its temporary directory:
 - each hostile student earns its expect.toml reason on every failing correctness test, and its
   `diagnosis` and `output` where it names them: this batch is where these folders get the check that
   test_wrong_submissions.py makes of every other one (conftest.hostile_batch_expectations), so
-  none is graded twice for it;
+  none is graded twice for it; the memory hog is killed at the limit it names, as
+  test_isolation.py shows the other limits;
 - a hang (`deadlock`) costs at most the assignment's time limit plus 5 s (`batch` has no option
   to shorten it: the limit is `cpu_timeout_s` in assignment.toml, 120 s, for the whole class).
   The spinning `infinite_loop` is left out: here it would burn a core for those 120 s, which a
@@ -246,6 +247,21 @@ def test_each_hostile_student_earns_its_own_reason(run, student):
     assert_output(failed[0]["output"], expect.get("output", []))
     assert_diagnoses([SimpleNamespace(name=t["name"], metrics=t["extra_data"]["metrics"]) for t in failed],
                      expect.get("diagnosis"))  # fmt: skip
+
+
+def test_a_memory_hog_is_out_of_memory_at_the_limit_it_names(run):
+    limit = load_assignment(REPO_ROOT / "assignments" / "vector_add").host_memory_gib
+    failed = [t for t in correctness(run.results("memory_hog")) if t["status"] != "passed"]
+    assert failed and {t["extra_data"]["reason"] for t in failed} == {"out_of_memory"}
+    killed = failed[0]["output"]
+    assert "host_memory_gib" in killed and f"limit of {limit:g} GiB" in killed, killed
+    held = float(killed.split("held ")[1].split(" GiB")[0])
+    assert held < limit + 1, f"the watchdog let it reach {held} GiB"
+    path = run.out / "gradebook.sqlite"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        [(seconds,)] = db.execute("SELECT seconds FROM grades WHERE student = 'memory_hog' "
+                                  "AND assignment = 'vector_add'")  # fmt: skip
+    assert seconds < 60, f"the memory hog took {seconds:.1f} s of grading"
 
 
 def test_a_hang_costs_at_most_its_timeout_plus_5_s(run):

@@ -1,5 +1,7 @@
 """The limits and the sandbox of the child that runs student code, each shown doing its job on a
-hostile submission (tests/submissions/vector_add/) graded through the real pipeline.
+hostile submission (tests/submissions/vector_add/) graded through the real pipeline. The host
+memory limit is shown on `memory_hog` where test_hostile_batch.py grades it (filling memory to the
+limit takes seconds of the kernel's time: once is enough).
 
 Checks that need the namespaces skip, with the reason the OS gave, on a machine that refuses
 them; test_grading_goes_on_where_namespaces_are_refused shows what happens there.
@@ -88,18 +90,6 @@ def test_an_infinite_loop_costs_at_most_its_timeout_plus_5_s():
     elapsed = time.monotonic() - started
     assert {t.reason for t in failures(result)} == {"timeout"}
     assert elapsed <= 8 + 5, f"the grade took {elapsed:.1f} s for an 8 s limit"
-
-
-def test_host_memory_over_the_limit_is_out_of_memory_and_names_the_limit():
-    limit = load_assignment(REPO_ROOT / "assignments" / "vector_add").host_memory_gib
-    started = time.monotonic()
-    failed = failures(grade(HOSTILE / "memory_hog", ["vector_add"]))
-    assert {t.reason for t in failed} == {"out_of_memory"}
-    killed = failed[0].output
-    assert "host_memory_gib" in killed and f"limit of {limit:g} GiB" in killed, killed
-    held = float(killed.split("held ")[1].split(" GiB")[0])
-    assert held < limit + 1, f"the watchdog let it reach {held} GiB"
-    assert time.monotonic() - started < 60
 
 
 def test_a_fork_bomb_is_held_by_the_process_limit_and_leaves_nothing_behind():
