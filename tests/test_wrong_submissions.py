@@ -7,7 +7,8 @@ solution into the bug (conftest.known_wrong), and optionally `timeout_s` (a shor
 slow or timing-hostile code), `parts` (the parts the bug is in, when the submission holds only
 their files, or is only about them; the other parts are then not graded) and `output` (what the
 first failing case's message must say: regular expressions). Every failing test of
-those parts must carry that reason, and at least one must fail. tests/test_gpu.py runs the same folders on
+those parts must carry that reason, and at least one must fail; a hang (`timeout`) costs at most
+its `timeout_s` plus 5 s. tests/test_gpu.py runs the same folders on
 the GPU tier. The hostile vector_add folders that test_hostile_batch.py grades in its batch get this
 check there, on that grading (conftest.hostile_batch_expectations); they are graded here only where
 the batch cannot run.
@@ -16,6 +17,7 @@ the batch cannot run.
 from __future__ import annotations
 
 import re
+import time
 import tomllib
 
 import pytest
@@ -51,8 +53,10 @@ def _submissions() -> list:
 def test_bug_earns_its_reason(folder, tmp_path):
     expect = tomllib.loads((folder / "expect.toml").read_text())
     assignment = folder.parent.name
+    started = time.monotonic()
     result = grade(known_wrong(folder, tmp_path), [assignment], timeout_s=expect.get("timeout_s"),
                    parts=expect.get("parts"))  # fmt: skip
+    elapsed = time.monotonic() - started
     scored = [t for t in in_scope(result, expect) if t.kind == "correctness" and t.graded]
     failed = [t for t in scored if not t.passed]
     assert failed, f"{folder.name} passed every case: the grader missed the bug"
@@ -63,6 +67,9 @@ def test_bug_earns_its_reason(folder, tmp_path):
         assert test.output.strip(), "a failure must say what went wrong"
     assert_output(failed[0].output, expect.get("output", []))
     assert_diagnoses(failed, expect.get("diagnosis"))
+    if expect["reason"] == "timeout" and "timeout_s" in expect:
+        limit = expect["timeout_s"]
+        assert elapsed <= limit + 5, f"a hang must cost at most its limit + 5 s: {elapsed:.1f} s for {limit} s"
 
 
 def assert_output(message: str, patterns: list[str]) -> None:
