@@ -1,6 +1,7 @@
 """The CPU tier compiles every launched kernel for the GPU target (grader/child/gpu_target.py).
 
-Each case runs in a fresh Python with TRITON_INTERPRET=1, launch hook and all, as the child does:
+Each case runs in a fresh process with TRITON_INTERPRET=1 (forked from one that has only imported
+numpy, torch and Triton: forkserver.py), launch hook and all, as the child does:
 kernels run in the interpreter, and each launch is also recorded; compile_all() then reports what
 Triton's compiler says for sm_90. The figures asserted here are those an H100 gave for the same
 kernels with Triton 3.6 (shared memory, registers, the out-of-resource message).
@@ -9,14 +10,14 @@ kernels with Triton 3.6 (shared memory, registers, the out-of-resource message).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import numpy
 import pytest
+
+from forkserver import ForkServer, interpreted
 
 REPO = Path(__file__).resolve().parent.parent
 # Measured on the GPU image (numpy 2.5.2): Triton 3.6's interpreter itself fails there ("only
@@ -55,15 +56,15 @@ torch.manual_seed(0)
 
 
 @pytest.fixture(scope="module")
-def triton_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("triton-cache")
+def forks(tmp_path_factory) -> Iterator[ForkServer]:
+    """Where each case's fresh process comes from; the module's cases share a Triton cache."""
+    with interpreted(tmp_path_factory) as server:
+        yield server
 
 
-def run_child(body: str, cache: Path) -> dict:
-    """Run `body` after PRELUDE in a fresh interpreter; it prints one JSON line, which is returned."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+def run_child(body: str, forks: ForkServer) -> dict:
+    """Run `body` after PRELUDE in a fresh process; it prints one JSON line, which is returned."""
+    done = forks.run(PRELUDE + textwrap.dedent(body))
     assert done.returncode == 0, f"the child failed:\n{done.stderr[-4000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -73,14 +74,14 @@ def line_of(file: str, text: str) -> int:
     return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
-def test_vector_add_compiles_with_no_shared_memory(triton_cache):
+def test_vector_add_compiles_with_no_shared_memory(forks):
     result = run_child("""
         tutorial = load("tutorial_vector_add")
         x = torch.rand(98432)
         tutorial.add(x, x)
         tutorial.add(x, x)  # the same specialization: one report
         print(json.dumps(reports()))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     [report] = result
     assert report["kernel"] == "add_kernel" and report["file"] == str(KERNELS / "tutorial_vector_add.py")
     assert report["line"] == line_of("tutorial_vector_add.py", "def add_kernel")
@@ -91,7 +92,7 @@ def test_vector_add_compiles_with_no_shared_memory(triton_cache):
     assert report["tf32_dots"] == 0 and not report["autotuned"]
 
 
-def test_whole_row_softmax_needs_more_shared_memory_than_the_gpu_has(triton_cache):
+def test_whole_row_softmax_needs_more_shared_memory_than_the_gpu_has(forks):
     """The tutorial's kernel with a whole 100000-wide row in one block, as the GPU refused it:
     "out of resource: shared memory, Required: 524320, Hardware limit: 232448"."""
     result = run_child("""
@@ -102,7 +103,7 @@ def test_whole_row_softmax_needs_more_shared_memory_than_the_gpu_has(triton_cach
         tutorial.softmax_kernel[(2, )](y, x, x.stride(0), y.stride(0), 2, 100000, block, 2, num_warps=8)
         right = torch.allclose(y, torch.softmax(x, dim=1), atol=1e-6)
         print(json.dumps({"right": right, "reports": reports()}))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     assert result["right"]  # the interpreter has no shared memory to run out of
     [report] = result["reports"]
     assert report["constexprs"] == {"BLOCK_SIZE": "131072", "num_stages": "2"}
@@ -111,13 +112,13 @@ def test_whole_row_softmax_needs_more_shared_memory_than_the_gpu_has(triton_cach
     assert not report["launches"]
 
 
-def test_float32_dot_runs_in_tf32_unless_told_ieee(triton_cache):
+def test_float32_dot_runs_in_tf32_unless_told_ieee(forks):
     result = run_child("""
         kernels = load("compiler_only")
         a, b = torch.randn(32, 32), torch.randn(32, 32)
         exact = [torch.allclose(kernels.dot(a, b, ieee), a @ b, atol=1e-4) for ieee in (False, True)]
         print(json.dumps({"exact": exact, "reports": reports()}))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     assert result["exact"] == [True, True]  # the interpreter multiplies in float32 either way
     default, ieee = result["reports"]
     assert default["constexprs"] == {"N": "32", "IEEE": "False"} and default["tf32_dots"] == 1
@@ -125,7 +126,7 @@ def test_float32_dot_runs_in_tf32_unless_told_ieee(triton_cache):
     assert default["compiled"] and ieee["compiled"]
 
 
-def test_what_the_interpreter_runs_but_the_compiler_rejects(triton_cache):
+def test_what_the_interpreter_runs_but_the_compiler_rejects(forks):
     """A plain-int global and a `break`: Python runs both; Triton's compiler refuses both, and says
     where. The GPU's warmup() raises the same error."""
     result = run_child("""
@@ -141,7 +142,7 @@ def test_what_the_interpreter_runs_but_the_compiler_rejects(triton_cache):
         except Exception as error:
             warmup = type(error).__name__
         print(json.dumps({"doubled": doubled, "counted": counted, "warmup": warmup, "reports": reports()}))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     assert result["doubled"] and result["counted"] == 7
     assert result["warmup"] == "CompilationError"
     by_name = {r["kernel"]: r for r in result["reports"]}
@@ -153,7 +154,7 @@ def test_what_the_interpreter_runs_but_the_compiler_rejects(triton_cache):
     assert brk["error_line"] == line_of("compiler_only.py", "            break")
 
 
-def test_specialization_follows_triton(triton_cache):
+def test_specialization_follows_triton(forks):
     """As on a GPU: an integer argument equal to 1 becomes a constexpr, and a pointer that is not
     16-byte aligned compiles separately; an unknown keyword, which the interpreter drops, fails."""
     result = run_child("""
@@ -169,7 +170,7 @@ def test_specialization_follows_triton(triton_cache):
         started = time.perf_counter()
         again = reports()
         print(json.dumps({"reports": first, "again": again, "again_s": time.perf_counter() - started}))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     aligned, unaligned, one, misspelt = result["reports"]
     assert aligned["compiled"] and unaligned["compiled"]
     assert one["constexprs"] == {"n_elements": "1", "BLOCK_SIZE": "1024"}
@@ -179,34 +180,34 @@ def test_specialization_follows_triton(triton_cache):
     assert result["again_s"] < 0.5
 
 
-def test_autotuned_launches_are_marked(triton_cache):
+def test_autotuned_launches_are_marked(forks):
     """A config that does not fit is skipped by the GPU's autotuner, so its reports say autotuned."""
     result = run_child("""
         matmul = load("autotuned_matmul")
         a, b = torch.randn(50, 96), torch.randn(96, 70)
         matmul.matmul(a, b)
         print(json.dumps(reports()))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     assert [r["constexprs"]["BLOCK_K"] for r in result] == ["32", "32", "64"]
     assert all(r["autotuned"] and r["compiled"] and r["launches"] for r in result)
     assert [r["tf32_dots"] for r in result] == [1, 1, 1]
     assert [(r["num_warps"], r["num_stages"]) for r in result] == [(4, 3), (4, 2), (8, 3)]
 
 
-def test_in_kernel_descriptors_need_an_allocator(triton_cache):
+def test_in_kernel_descriptors_need_an_allocator(forks):
     """Only the GPU needs triton.set_allocator (for the descriptors' scratch memory)."""
     result = run_child("""
         blocks = load("block_pointers")
         a, b = torch.randn(50, 72), torch.randn(48, 72)
         right = torch.allclose(blocks.descriptor_bt(a, b, set_allocator=False), a @ b.T, atol=1e-4)
         print(json.dumps({"right": right, "reports": reports()}))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     [report] = result["reports"]
     assert result["right"] and report["compiled"]
     assert report["missing_allocator"] and not report["launches"]
 
 
-def test_loads_are_counted_in_the_code_generators_ttir(triton_cache):
+def test_loads_are_counted_in_the_code_generators_ttir(forks):
     """Block pointers, in-kernel tensor descriptors and pointer arithmetic, counted in the TTIR that
     Triton's code generator wrote (asm["source"]): the final TTIR has block pointers lowered to
     tensors of pointers already. A load through pointers is named by its line. The GPU tier reads
@@ -227,7 +228,7 @@ def test_loads_are_counted_in_the_code_generators_ttir(triton_cache):
         with LaunchLog(Path("tests")) as log:
             log.record(blocks.matmul_bt_kernel, compiled.kernel)
         print(json.dumps({"reports": found, "logged": [dataclasses.asdict(k) for k in log.loads()]}))
-    """, triton_cache)  # fmt: skip
+    """, forks)  # fmt: skip
     loads = {r["kernel"]: r["loads"] for r in result["reports"]}
     assert result["logged"] == [loads["matmul_bt_kernel"]]
     counted = {name: (k["block_pointers"], k["descriptors"], k["pointer_tensors"]) for name, k in loads.items()}

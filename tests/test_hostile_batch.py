@@ -13,7 +13,11 @@ submissions share a cluster, its workers and its temporary directory:
   hostile ones grade beside it;
 - a hostile vector_add costs its student that assignment only: their gelu earns every
   correctness point, as the correct student's does (JUDGED below says who hands in none);
-- each hostile student earns its expect.toml reason on every failing correctness test;
+- each hostile student earns its expect.toml reason on every failing correctness test, and its
+  `diagnosis` and `output` where it names them: this batch is where these folders get the check that
+  test_wrong_submissions.py makes of every other one (conftest.hostile_batch_expectations), so
+  none is graded twice for it; the memory hog is killed at the limit it names, as
+  test_isolation.py shows the other limits;
 - a hang (`deadlock`) costs at most the assignment's time limit plus 5 s (`batch` has no option
   to shorten it: the limit is `cpu_timeout_s` in assignment.toml, 120 s, for the whole class).
   The spinning `infinite_loop` is left out: here it would burn a core for those 120 s, which a
@@ -43,21 +47,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
 import psutil  # noqa: E402  (comes with distributed)
 
-from conftest import SUBMISSIONS, known_wrong  # noqa: E402
+from conftest import SUBMISSIONS, hostile_batch_expectations, known_wrong  # noqa: E402
 from grader import sandbox  # noqa: E402
 from grader.spec import REPO_ROOT, load_assignment  # noqa: E402
+from test_wrong_submissions import assert_diagnoses, assert_output  # noqa: E402
 
 HOSTILE = SUBMISSIONS / "vector_add"
-SPINS, HANG = "infinite_loop", "deadlock"  # the batch's hang is the one that sleeps (see above)
+HANG = "deadlock"  # the batch's hang is the one that sleeps (see above)
 SALT = "hostile batch salt"
 FAKE_MARK = b"FAKE-RESULTS"  # what fake_results writes into every results.json it can reach
 STATUS = sandbox.probe()
@@ -66,13 +71,7 @@ requires_sandbox = pytest.mark.skipif(
 )
 
 
-def expectations() -> dict[str, dict]:
-    """Each CPU-tier hostile folder's expect.toml, by folder name (the student's name here)."""
-    found = {p.parent.name: tomllib.loads(p.read_text()) for p in sorted(HOSTILE.glob("*/expect.toml"))}
-    return {name: expect for name, expect in found.items() if expect.get("tier", "both") != "gpu" and name != SPINS}
-
-
-EXPECT = expectations()
+EXPECT = hostile_batch_expectations()
 STUDENTS = {*EXPECT, "correct", "starter"}
 OTHER = "gelu"  # the assignment hostile students hand in right, beside their vector_add
 # Reasons a grading earns by running to its end and judging what came back. A student whose
@@ -245,6 +244,24 @@ def test_each_hostile_student_earns_its_own_reason(run, student):
     assert all(t["output"].strip() for t in failed), f"{student}: a failure must say what went wrong"
     earned = float(grades_csv(run.out)[student]["vector_add"])
     assert earned < sum(t["max_score"] for t in scored), f"{student} lost no points ({earned})"
+    assert_output(failed[0]["output"], expect.get("output", []))
+    assert_diagnoses([SimpleNamespace(name=t["name"], metrics=t["extra_data"]["metrics"]) for t in failed],
+                     expect.get("diagnosis"))  # fmt: skip
+
+
+def test_a_memory_hog_is_out_of_memory_at_the_limit_it_names(run):
+    limit = load_assignment(REPO_ROOT / "assignments" / "vector_add").host_memory_gib
+    failed = [t for t in correctness(run.results("memory_hog")) if t["status"] != "passed"]
+    assert failed and {t["extra_data"]["reason"] for t in failed} == {"out_of_memory"}
+    killed = failed[0]["output"]
+    assert "host_memory_gib" in killed and f"limit of {limit:g} GiB" in killed, killed
+    held = float(killed.split("held ")[1].split(" GiB")[0])
+    assert held < limit + 1, f"the watchdog let it reach {held} GiB"
+    path = run.out / "gradebook.sqlite"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        [(seconds,)] = db.execute("SELECT seconds FROM grades WHERE student = 'memory_hog' "
+                                  "AND assignment = 'vector_add'")  # fmt: skip
+    assert seconds < 60, f"the memory hog took {seconds:.1f} s of grading"
 
 
 def test_a_hang_costs_at_most_its_timeout_plus_5_s(run):

@@ -1,5 +1,8 @@
 """The limits and the sandbox of the child that runs student code, each shown doing its job on a
-hostile submission (tests/submissions/vector_add/) graded through the real pipeline.
+hostile submission (tests/submissions/vector_add/) graded through the real pipeline. The host
+memory limit is shown on `memory_hog` where test_hostile_batch.py grades it (filling memory to the
+limit takes seconds of the kernel's time: once is enough), and the time limit on `infinite_loop`
+(a spinning hang, cut at 8 s) where test_wrong_submissions.py grades it.
 
 Checks that need the namespaces skip, with the reason the OS gave, on a machine that refuses
 them; test_grading_goes_on_where_namespaces_are_refused shows what happens there.
@@ -80,26 +83,6 @@ def test_no_connection_leaves_the_child(monkeypatch):
     assert failed and all(re.search(rf"127\.0\.0\.1:{port} (OSError|ConnectionRefusedError)", t.output)
                           for t in failed), [t.output[:300] for t in failed]  # fmt: skip
     assert not any("reached" in t.output for t in failed)
-
-
-def test_an_infinite_loop_costs_at_most_its_timeout_plus_5_s():
-    started = time.monotonic()
-    result = grade(HOSTILE / "infinite_loop", ["vector_add"], timeout_s=8)
-    elapsed = time.monotonic() - started
-    assert {t.reason for t in failures(result)} == {"timeout"}
-    assert elapsed <= 8 + 5, f"the grade took {elapsed:.1f} s for an 8 s limit"
-
-
-def test_host_memory_over_the_limit_is_out_of_memory_and_names_the_limit():
-    limit = load_assignment(REPO_ROOT / "assignments" / "vector_add").host_memory_gib
-    started = time.monotonic()
-    failed = failures(grade(HOSTILE / "memory_hog", ["vector_add"]))
-    assert {t.reason for t in failed} == {"out_of_memory"}
-    killed = failed[0].output
-    assert "host_memory_gib" in killed and f"limit of {limit:g} GiB" in killed, killed
-    held = float(killed.split("held ")[1].split(" GiB")[0])
-    assert held < limit + 1, f"the watchdog let it reach {held} GiB"
-    assert time.monotonic() - started < 60
 
 
 def test_a_fork_bomb_is_held_by_the_process_limit_and_leaves_nothing_behind():
