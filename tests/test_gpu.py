@@ -57,7 +57,7 @@ def test_starter_on_the_gpu_is_not_implemented_and_not_timed(repo):
 def test_bug_earns_its_reason_on_the_gpu(folder, expect, tmp_path):
     reason = expect.get("gpu_reason", expect["reason"])
     result = grade(known_wrong(folder, tmp_path), [folder.parent.name], device="cuda",
-                   timeout_s=expect.get("timeout_s"), parts=expect.get("parts"))  # fmt: skip
+                   timeout_s=expect.get("gpu_timeout_s", expect.get("timeout_s")), parts=expect.get("parts"))  # fmt: skip
     failed = [t for t in in_scope(result, expect) if t.kind in ("correctness", "performance") and not t.passed]
     assert failed, f"{folder.name} passed every case on the GPU"
     wrong_reason = {t.name: f"{t.reason}: {t.output[:300]}" for t in failed if t.reason != reason}
