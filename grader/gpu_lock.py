@@ -4,7 +4,8 @@ Building, compiling and checking a student's cases is mostly CPU work, so severa
 share one GPU; a timed phase cannot share it with anyone, or another student's kernels would run
 inside its timings. Per GPU, a reader-writer lock held by the grading process (the parent, never
 the child, which cannot reach it: the sandbox's /tmp is its own): a correctness phase holds it
-shared, a timing phase exclusively, each from the moment its first child is up and waiting at its
+shared (and so does the parent's judging, whose float64 references run on the GPU), a timing
+phase exclusively, each from the moment its first child is up and waiting at its
 gate (isolation.run_child) to the phase's end, so that starting a child (the sandbox, torch, a
 CUDA context: about 5 s on an H100) overlaps other students' phases. It favours the timing phase:
 one that waits holds a turnstile that every new correctness phase must pass, so a stream of
