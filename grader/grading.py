@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader import cases, compile_cache, cuda_build, integrity, isolation, judging, overlap, reasons, sandbox
+from grader.child.submission import missing_file_message
 from grader.environment import describe
 from grader.gpu_lock import GpuLock
 from grader.judging import TaskResult
@@ -168,9 +169,14 @@ class AssignmentGrading:
         self.job.libraries = self.private_libraries(builds)
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
+        # A part whose file is not in the submission is missing_file without a child of its own
+        # (a child would say the same after a second of importing torch).
+        missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file))
+                   for part in self.assignment.parts if not part.is_cuda and not (self.cwd / part.file).is_file()}  # fmt: skip
         with self.gpu("correctness") as gate:
-            results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "correctness",
-                                gate, self.compiled)  # fmt: skip
+            results = run_tasks(self.job, [t for t in tasks if t.part not in missing], self.workdir, self.view,
+                                self.budget, self.phases, "correctness", gate, self.compiled)  # fmt: skip
+        results.update({t.id: missing[t.part] for t in tasks if t.part in missing})
         with self.judging():
             judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
                       for part in self.assignment.parts}  # fmt: skip

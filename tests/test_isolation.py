@@ -130,6 +130,14 @@ def test_the_sandbox_is_named_in_every_grade():
     assert STATUS.startswith(("none (", "bubblewrap: "))
 
 
+def test_a_missing_file_costs_no_child_and_says_what_the_folder_holds():
+    result = grade(HOSTILE / "missing_file", ["vector_add"])
+    failed = [t for t in result.tests if t.kind == "correctness"]
+    assert failed and all(t.reason == "missing_file" for t in failed)
+    assert "vector_add/vector_add.py was not found in the submission. The folder holds: NOTES.txt." in failed[0].output
+    assert result.environment["phases"].startswith("vector_add: start 0.0 s"), "a child was started to say so"
+
+
 def _parent(pid: int) -> int:
     try:
         return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])

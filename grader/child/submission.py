@@ -57,12 +57,18 @@ def _compile(path: Path):
         raise SubmissionError("syntax_error", f"{path.name} cannot be read as Python source: {error}") from None
 
 
+def missing_file_message(path: Path) -> str:
+    """What a student reads when a part's file is not there (the parent says it too, for a part
+    whose file it finds missing without starting a child)."""
+    folder = path.parent
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    hint = f" The folder holds: {', '.join(present)}." if present else f" There is no folder {folder.name}/."
+    return f"{folder.name}/{path.name} was not found in the submission.{hint}"
+
+
 def load_module(path: Path, module_name: str) -> ModuleType:
     if not path.is_file():
-        folder = path.parent
-        present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-        hint = f" The folder holds: {', '.join(present)}." if present else f" There is no folder {folder.name}/."
-        raise SubmissionError("missing_file", f"{folder.name}/{path.name} was not found in the submission.{hint}")
+        raise SubmissionError("missing_file", missing_file_message(path))
     code = _compile(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
