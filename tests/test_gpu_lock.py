@@ -202,8 +202,7 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
         _, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a later timing")
         assert not timing_in.wait(0.3), "a timing phase began while the grader judged"
         _, shared_in, shared_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a correctness phase")
-    assert log.index("judging") > log.index("other student's timing out")
-    assert grading.phases["waiting"] >= 0.3
+    assert grading.phases["waiting"] >= 0.3, "judging did not wait for the other student's timing"
     assert timing_in.wait(5), "the lock was not released when judging ended"
     for event in (timing_go, shared_go):
         event.set()
