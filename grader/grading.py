@@ -56,11 +56,19 @@ def _failure(reason: str, message: str, died: bool = False) -> TaskResult:
     return TaskResult(Failure(reason, message), died=died)
 
 
+def _timed(verdict: Verdict, result: TaskResult) -> Verdict:
+    """A case's or benchmark's verdict with the seconds its task took in the child (`seconds` in its
+    metrics): the first case of a part also pays for importing the file and compiling its kernels."""
+    if not result.seconds:
+        return verdict
+    return dataclasses.replace(verdict, metrics={**verdict.metrics, "seconds": round(result.seconds, 2)})
+
+
 def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
     results = {}
     for task_id, done in run.outcomes.items():
         outputs = {name: found for (task, name), found in run.outputs.items() if task == task_id}
-        results[task_id] = TaskResult(done.outcome, done.activity, outputs)
+        results[task_id] = TaskResult(done.outcome, done.activity, outputs, seconds=run.task_seconds.get(task_id, 0.0))
     return results
 
 
@@ -285,8 +293,8 @@ class AssignmentGrading:
             found = results[f"{part.name}:probe:0"]
             return [(case, self.probe_verdict(part, found)) for case in shown]
         kernels = set(build.kernels) if build is not None else set()
-        return [(part.cases[t.index], judging.judge_case(self.assignment, part, part.cases[t.index], t.seed,
-                                                         results[t.id], self.device, kernels))
+        return [(part.cases[t.index], _timed(judging.judge_case(self.assignment, part, part.cases[t.index], t.seed,
+                                                                results[t.id], self.device, kernels), results[t.id]))
                 for t in tasks if t.part == part.name]  # fmt: skip
 
     @staticmethod
@@ -350,7 +358,7 @@ class AssignmentGrading:
         tests = []
         for task, label in zip(tasks, labels):
             case = part.benchmarks[task.index]
-            verdict = judging.judge_bench(self.assignment, part, case, results[task.id], self.device)
+            verdict = _timed(judging.judge_bench(self.assignment, part, case, results[task.id], self.device), results[task.id])
             credit = verdict.metrics.get("credit", 0.0) if verdict.reason in ("ok", "too_slow") else 0.0
             tests.append(self.test(part, "performance", label, verdict, points * credit, points))
         return tests

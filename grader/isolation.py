@@ -94,6 +94,8 @@ class ChildRun:
     began: float = 0.0  # time.monotonic() when the child was started
     ready_s: float | None = None  # seconds from start until the harness was up (the sandbox, torch's import)
     started: list[str] = field(default_factory=list)
+    task_began: dict[str, float] = field(default_factory=dict)  # time.monotonic() of each task's Start
+    task_seconds: dict[str, float] = field(default_factory=dict)  # from each task's Start to its Done, on our clock
     outcomes: dict[str, Done] = field(default_factory=dict)
     outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
     finished: bool = False
@@ -177,10 +179,12 @@ class _Channel(threading.Thread):
                 self.on_ready()
         elif isinstance(message, Start) and message.task in self.tasks:
             run.started.append(message.task)
+            run.task_began[message.task] = time.monotonic()
         elif isinstance(message, Output) and message.task == run.in_flight:
             self.output(message, frame)
         elif isinstance(message, Done) and message.task == run.in_flight:
             run.outcomes[message.task] = message
+            run.task_seconds[message.task] = time.monotonic() - run.task_began[message.task]
         elif isinstance(message, Finished):
             run.finished = True
             # Only shown: a figure torch's capped allocator could not have reached is dropped.

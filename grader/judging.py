@@ -43,6 +43,7 @@ class TaskResult:
     activity: Activity | None = None  # for a Failure: what ran before it
     outputs: dict[str, OutputFile] = field(default_factory=dict)
     died: bool = False  # the child process ended in the middle of this task (the outcome says how)
+    seconds: float = 0.0  # from the task's start to its end, on the parent's clock (0: not run in a child)
 
 
 def size(nbytes: float) -> str:

@@ -331,3 +331,7 @@ def test_each_grade_says_where_its_time_went():
     assert set(seconds) == {"start", "build", "correctness", "timing"}, phases
     assert float(seconds["start"]) > 0 and float(seconds["correctness"]) > 0
     assert sum(map(float, seconds.values())) <= result.seconds + 0.5, (phases, result.seconds)
+    # Each case says how long its task took in the child: together, within the correctness phase.
+    cases = [t.metrics.get("seconds") for t in result.tests if t.kind == "correctness"]
+    assert cases and all(isinstance(c, float) and c > 0 for c in cases), cases
+    assert sum(cases) <= float(seconds["correctness"]) + 0.1, (cases, phases)
