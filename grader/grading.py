@@ -161,12 +161,14 @@ class AssignmentGrading:
         self.view = sandbox.View([self.copy_root, self.libraries], self.cwd, 0) if sandboxed else None
         self.job = Job(str(assignment.directory), str(self.copy_root), self.device, 0, "", [])
         self.phases = Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
+        self.compiled = isolation.compiled_cache(self.workdir)
         if settings.cache is not None:
-            self.compiled = compile_cache.folder_for(settings.cache, settings.owner or str(submission), assignment.name,
-                                                     submission / assignment.name)  # fmt: skip
+            try:
+                self.compiled = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
+                                                         assignment.name, submission / assignment.name)  # fmt: skip
+            except OSError:
+                pass  # an unwritable cache folder: this grading compiles in its own folder, as without one
             self.phases.warm = compile_cache.is_warm(self.compiled)
-        else:
-            self.compiled = isolation.compiled_cache(self.workdir)
 
     def seed(self, part: Part, kind: str, index: int) -> int:
         return cases.seed_for(self.assignment, part, kind, index, self.settings.salt)

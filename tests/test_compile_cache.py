@@ -64,3 +64,11 @@ def test_a_second_grading_of_the_same_files_finds_the_kernels_of_the_first(tmp_p
     assert "kernels compiled by an earlier grading of these files" in second.environment["phases"]
     verdicts = [[(t.name, t.reason, t.score) for t in g.tests] for g in (first, second)]
     assert verdicts[0] == verdicts[1] and first.score == second.score > 0
+
+
+def test_an_unwritable_cache_folder_costs_only_the_warmth(tmp_path):
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder would be")
+    (assignment,) = load_assignments(["vector_add"])
+    result = grade_submission(_submission(tmp_path / "s"), [assignment], Settings(device="cpu", cache=blocked))
+    assert result.score > 0 and "earlier grading" not in result.environment["phases"]
