@@ -31,7 +31,7 @@ from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, describe, resolve_device
 from grader.gpu_lock import ENVIRONMENT, GpuLock
 from grader.gradebook import Entry, Gradebook, Key
-from grader.grading import Phases, Settings, grade_assignment
+from grader.grading import Settings, grade_assignment
 from grader.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
 from grader.intake import Submission
 from grader.report import plain
@@ -90,10 +90,10 @@ def grade_task(assignment: Assignment, folder: str, device: str, salt: str,
                student: str) -> tuple[list[TestResult], dict, float]:  # fmt: skip
     """One (student, assignment), run on a worker: the grading core, unchanged. What it compiles
     stays in the worker's cache for the student's files (compile_cache.py): a `--regrade` finds it."""
-    started, phases = time.monotonic(), Phases()
+    started = time.monotonic()
     settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None,
                         cache=CACHE_ROOT, owner=student)  # fmt: skip
-    tests = grade_assignment(assignment, Path(folder), settings, phases)
+    tests, phases = grade_assignment(assignment, Path(folder), settings)
     environment = describe(device, salted=bool(salt))
     environment["phases"] = f"{assignment.name}: {phases.line()}"
     return tests, environment, time.monotonic() - started

@@ -27,14 +27,13 @@ import shutil
 from pathlib import Path
 
 import grader
+from grader.isolation import graded_files
 
 CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kernel-grader" / "compiled"
 
 
 def files_digest(folder: Path) -> str:
     """A digest of a submission's assignment folder: every file the grader uses, by relative path."""
-    from grader.isolation import graded_files
-
     digest = hashlib.sha256()
     for path in graded_files(folder):
         name = str(path.relative_to(folder)).encode()

@@ -56,6 +56,11 @@ def _failure(reason: str, message: str, died: bool = False) -> TaskResult:
     return TaskResult(Failure(reason, message), died=died)
 
 
+def _gpu_lock(grading) -> GpuLock | None:
+    """The lock of a GPU this grading shares with other workers (None where it shares none)."""
+    return grading.settings.gpu_lock if grading.device == "cuda" else None
+
+
 def _timed(verdict: Verdict, result: TaskResult) -> Verdict:
     """A case's or benchmark's verdict with the seconds its task took in the child (`seconds` in its
     metrics): the first case of a part also pays for importing the file and compiling its kernels."""
@@ -91,11 +96,6 @@ class Phases(dict):
         self.add("start", start)
         self.add(phase, max(run.seconds - start - run.gated_s, 0.0))  # its gate's wait is `waiting`
         self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, run.gpu_reserved_bytes)
-
-    def merge(self, other: Phases) -> None:
-        self.update(other)
-        self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, other.gpu_reserved_bytes)
-        self.warm = self.warm or other.warm
 
     def line(self) -> str:
         line = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
@@ -165,7 +165,7 @@ class AssignmentGrading:
         if settings.cache is not None:
             try:
                 self.compiled = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
-                                                         assignment.name, submission / assignment.name)  # fmt: skip
+                                                         assignment.name, self.cwd)  # fmt: skip
             except OSError:
                 pass  # an unwritable cache folder: this grading compiles in its own folder, as without one
             self.phases.warm = compile_cache.is_warm(self.compiled)
@@ -219,8 +219,8 @@ class AssignmentGrading:
         """Judging here, in the parent, runs the float64 references on the GPU: on a GPU shared with
         other workers it holds the lock shared, as a correctness phase does, so no reference runs
         inside another student's timed phase."""
-        lock = self.settings.gpu_lock
-        if lock is None or self.device != "cuda":
+        lock = _gpu_lock(self)
+        if lock is None:
             yield
             return
         with lock.shared() as waited:
@@ -234,8 +234,8 @@ class AssignmentGrading:
         and its gate takes the lock before any student code runs: shared while correctness runs,
         alone while timing. The lock is kept until the phase ends (a second child of the phase
         passes at once). Waiting costs this grading none of its time limit."""
-        lock = self.settings.gpu_lock
-        if lock is None or self.device != "cuda":
+        lock = _gpu_lock(self)
+        if lock is None:
             yield None
             return
         with ExitStack() as hold:
@@ -366,15 +366,12 @@ class AssignmentGrading:
         return tests
 
 
-def grade_assignment(assignment: Assignment, submission: Path, settings: Settings,
-                     phases: Phases | None = None) -> list[TestResult]:
-    """The tests of one assignment; `phases`, if given, receives where its time went."""
+def grade_assignment(assignment: Assignment, submission: Path, settings: Settings) -> tuple[list[TestResult], Phases]:
+    """The tests of one assignment, and where its time went."""
     grading = AssignmentGrading(assignment, submission, settings)
     try:
-        return grading.run()
+        return grading.run(), grading.phases
     finally:
-        if phases is not None:
-            phases.merge(grading.phases)
         shutil.rmtree(grading.workdir, ignore_errors=True)  # outputs of large cases weigh gigabytes
 
 
@@ -382,18 +379,12 @@ def grade_submission(submission: Path, assignments: list[Assignment], settings: 
     """Every assignment of one submission: on a GPU with `settings.parallel` > 1, several at once
     (overlap.py), else one after another. The report lists them in the order given."""
     started = time.monotonic()
-    tests: list[TestResult] = []
-    spent = {}
     if settings.parallel > 1 and settings.device == "cuda" and len(assignments) > 1:
         graded = overlap.grade_side_by_side(submission, assignments, settings, overlap.smallest_gpu_gib(),
-                                            settings.progress)  # fmt: skip
-        for assignment in assignments:
-            found, spent[assignment.name] = graded[assignment.name]
-            tests.extend(found)
-    for assignment in assignments:
-        if assignment.name not in spent:
-            spent[assignment.name] = Phases()
-            tests.extend(grade_assignment(assignment, submission, settings, spent[assignment.name]))
+                                            grade_assignment, settings.progress)  # fmt: skip
+    else:
+        graded = {a.name: grade_assignment(a, submission, settings) for a in assignments}
+    tests = [test for a in assignments for test in graded[a.name][0]]
     environment = describe(settings.device, salted=bool(settings.salt))
-    environment["phases"] = "; ".join(f"{name}: {phases.line()}" for name, phases in spent.items())
+    environment["phases"] = "; ".join(f"{a.name}: {graded[a.name][1].line()}" for a in assignments)
     return Grade(str(submission), tests, environment, time.monotonic() - started)

@@ -46,24 +46,17 @@ def _quiet(text: str) -> None:
     pass
 
 
-def _grade_one(assignment, submission: Path, settings) -> tuple[list, object]:
-    """In a grading process: one assignment, and where its time went."""
-    from grader.grading import Phases, grade_assignment
-
-    phases = Phases()
-    return grade_assignment(assignment, submission, settings, phases), phases
-
-
 def _next(pending: list, running: dict, gpu_gib: float):
     """The first pending assignment whose grading fits beside the running ones (any, if none runs)."""
     held = sum(a.gpu_memory_gib + CONTEXT_GIB for a in running.values())
     return next((a for a in pending if not running or held + a.gpu_memory_gib + CONTEXT_GIB <= gpu_gib), None)
 
 
-def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: float,
+def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: float, grade_one: Callable,
                        progress: Callable[[str], None] = _quiet) -> dict[str, tuple[list, object]]:  # fmt: skip
-    """Each assignment's (tests, phases), graded in up to `settings.parallel` processes at once
-    that share this process's GPU (its lock in a folder of their own, removed after)."""
+    """Each assignment's (tests, phases) from `grade_one(assignment, submission, settings)`
+    (grading.grade_assignment), in up to `settings.parallel` processes at once that share this
+    process's GPU (its lock in a folder of their own, removed after)."""
     from grader.gpu_lock import GpuLock
 
     folder = Path(tempfile.mkdtemp(prefix="grader-gpu-lock-"))
@@ -77,7 +70,7 @@ def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: f
             while pending or running:
                 while len(running) < settings.parallel and (assignment := _next(pending, running, gpu_gib)):
                     pending.remove(assignment)
-                    running[pool.submit(_grade_one, assignment, submission, shared)] = assignment
+                    running[pool.submit(grade_one, assignment, submission, shared)] = assignment
                 progress(f"grading {', '.join(a.name for a in running.values())} side by side "
                          f"({len(graded)} of {len(assignments)} done)")  # fmt: skip
                 done, _ = wait(running, return_when=FIRST_COMPLETED)

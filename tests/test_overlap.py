@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from grader import overlap
-from grader.grading import Settings, grade_submission
+from grader.grading import Settings, grade_assignment, grade_submission
 from grader.spec import REPO_ROOT, load_assignments
 
 
@@ -35,7 +35,8 @@ def test_a_grading_starts_when_its_cap_fits_beside_the_running_ones(running, pen
 def test_side_by_side_gives_the_verdicts_of_one_after_another():
     assignments = load_assignments(["vector_add", "transpose"])
     alone = grade_submission(REPO_ROOT / "solutions", assignments, Settings(device="cpu"))
-    side = overlap.grade_side_by_side(REPO_ROOT / "solutions", assignments, Settings(device="cpu", parallel=2), 80.0)
+    side = overlap.grade_side_by_side(REPO_ROOT / "solutions", assignments, Settings(device="cpu", parallel=2), 80.0,
+                                      grade_assignment)  # fmt: skip
     assert sorted(side) == ["transpose", "vector_add"]
     together = [t for a in assignments for t in side[a.name][0]]
     assert [(t.name, t.reason, t.score) for t in together] == [(t.name, t.reason, t.score) for t in alone.tests]
