@@ -15,12 +15,20 @@ into a file the parent owns, never a path the child names.
 Everything the parent reads is untrusted: `decode` builds the typed message or raises
 ProtocolError, caps every string and list, and cleans every string of control sequences, so
 nothing the child says can crash, hang or mislead the parent, the terminal or a report.
+
+What the signature proves, and what it does not. The key never meets a name student code can
+rebind (FrameWriter), so student code cannot sign a frame, nor rewrite one through a library the
+writer would have looked up. But the harness that composes each message runs in the student's
+process, after student code: a submission that replaces a function or class attribute of the
+grader's own modules, or a Python builtin, and puts it back before the harness looks
+(snapshot.HarnessSnapshot compares identities after every task), can change what the harness
+says before it is signed. That is detected only when the change is still there at the check.
+The parent's own check of every output's bytes against its reference does not depend on it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import hmac
 import json
 import os
@@ -29,6 +37,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from _hashlib import hmac_new as _hmac_new
+from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, BinaryIO
 
 from grader.text import printable
@@ -272,6 +282,8 @@ class Finished:
 
 MESSAGES = {cls.__name__: cls for cls in (Hello, Start, Output, Done, Finished)}
 OUTCOMES = {cls.__name__: cls for cls in (CaseReport, BenchReport, ProbeReport, Failure)}
+# Every dataclass defined here: what a message may hold.
+_DATACLASSES = tuple(v for v in list(globals().values()) if isinstance(v, type) and dataclasses.is_dataclass(v))
 
 
 # --- Encoding -----------------------------------------------------------------------------------
@@ -287,10 +299,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return value
-
-
-def encode(message: Any) -> bytes:
-    return json.dumps({"type": type(message).__name__, "body": _plain(message)}, allow_nan=True).encode()
 
 
 def job_json(job: Job) -> bytes:
@@ -374,22 +382,40 @@ def _scalar(kind: Any, data: Any, where: str) -> Any:
 # --- Frames -------------------------------------------------------------------------------------
 
 
-def _mac(key: bytes, seq: int, header: bytes, payload_length: int) -> hmac.HMAC:
-    mac = hmac.new(key, digestmod=hashlib.sha256)
+def _mac(key: bytes, seq: int, header: bytes, payload_length: int):
+    mac = _hmac_new(key, digestmod="sha256")
     mac.update(seq.to_bytes(8, "big") + PREFIX.pack(len(header), payload_length) + header)
     return mac
 
 
+def _unencodable(value: object) -> None:
+    raise TypeError(f"a message holds a {type(value).__name__}, which the channel does not carry")
+
+
 class FrameWriter:
-    """The child's end: signs and writes each message, with an optional payload of raw bytes."""
+    """The child's end: signs and writes each message, with an optional payload of raw bytes.
+
+    It runs after student code did, in the same process, and student code can rebind any module's
+    names: json's default encoder (to rewrite a message before it is signed), hmac's OpenSSL
+    binding (to be handed the key at the next frame), dataclasses.fields. So what it relies on was
+    taken when it was made, before any student code ran, and is not looked up by name again: the
+    key lives only inside OpenSSL's HMAC state (each frame signs with a copy of it), the JSON
+    encoder is json's C one, and the messages' names and fields are its own copies. (What it
+    cannot stop is in this module's docstring.)"""
 
     def __init__(self, fd: int, key: bytes):
-        self.fd, self.key, self.seq = fd, key, 0
+        self.fd, self.seq = fd, 0
+        self._signer = _hmac_new(key, digestmod="sha256")
+        self._encode = c_make_encoder(None, _unencodable, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+        self._names = {cls: name for name, cls in {**MESSAGES, **OUTCOMES}.items()}
+        self._tagged = frozenset(OUTCOMES.values())
+        self._fields = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _DATACLASSES}
 
     def send(self, message: Any, payload: memoryview | bytes = b"") -> None:
-        header = encode(message)
+        header = "".join(self._encode({"type": self._names[type(message)], "body": self._plain(message)}, 0)).encode()
         payload = memoryview(payload).cast("B")
-        mac = _mac(self.key, self.seq, header, len(payload))
+        mac = self._signer.copy()
+        mac.update(self.seq.to_bytes(8, "big") + PREFIX.pack(len(header), len(payload)) + header)
         self._write(PREFIX.pack(len(header), len(payload)) + header)
         for start in range(0, len(payload), 1 << 24):
             chunk = payload[start : start + (1 << 24)]
@@ -397,6 +423,20 @@ class FrameWriter:
             self._write(chunk)
         self._write(mac.digest())
         self.seq += 1
+
+    def _plain(self, value: Any) -> Any:
+        """A message as JSON-ready data; a union member carries its class name under "type"."""
+        kind = type(value)
+        fields = self._fields.get(kind)
+        if fields is not None:  # a message's own dataclass: its fields, read from the instance itself
+            state = object.__getattribute__(value, "__dict__")
+            data = {name: self._plain(state[name]) for name in fields}
+            return {"type": self._names[kind], **data} if kind in self._tagged else data
+        if kind is list or kind is tuple:
+            return [self._plain(v) for v in value]
+        if kind is dict:
+            return {str(k): self._plain(v) for k, v in dict.items(value)}
+        return value
 
     def _write(self, data: memoryview | bytes) -> None:
         view = memoryview(data)
