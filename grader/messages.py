@@ -35,6 +35,7 @@ import os
 import struct
 import types
 import typing
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from _hashlib import hmac_new as _hmac_new
@@ -46,6 +47,7 @@ from grader.text import printable
 PREFIX = struct.Struct(">IQ")  # header length, payload length
 MAC_BYTES = 32
 MAX_HEADER_BYTES = 1 << 20
+PAYLOAD_CHUNK = 1 << 22
 MAX_TEXT = 64 * 1024  # characters of one string from the child
 MAX_ITEMS = 20_000  # entries of one list or dict from the child
 
@@ -494,17 +496,37 @@ class FrameReader:
         self.budget -= payload_length
         return Frame(decode(header), path, payload_length)
 
-    def _payload(self, length: int, mac: hmac.HMAC) -> Path:
+    def _payload(self, length: int, mac) -> Path:
+        """The payload's bytes, into a new file of the parent's. Reading the next chunk, signing
+        this one and writing it go on at once (each waits on the kernel or OpenSSL, not on
+        Python): one after another, 2.5 GB of kept outputs cost a timed phase 8 s on an H100
+        machine, while no other grading could time."""
         path = self.folder / f"payload-{self.seq}.bin"
         # O_EXCL: the parent's own new file, never one that something else placed there.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as file:
+        with os.fdopen(fd, "wb", buffering=0) as file, ThreadPoolExecutor(2, "payload") as helpers:
+            pending: list = []
             left = length
             while left:
-                chunk = self.stream.read(min(left, 1 << 22))
-                if not chunk:
-                    raise EOFError
-                mac.update(chunk)
-                file.write(chunk)
+                chunk = memoryview(bytearray(min(left, PAYLOAD_CHUNK)))
+                self._fill(chunk)
+                for done in pending:
+                    done.result()  # in order: the signature covers the chunks one after another
+                pending = [helpers.submit(mac.update, chunk), helpers.submit(_write_all, file, chunk)]
                 left -= len(chunk)
+            for done in pending:
+                done.result()
         return path
+
+    def _fill(self, chunk: memoryview) -> None:
+        got = 0
+        while got < len(chunk):
+            read = self.stream.readinto(chunk[got:])
+            if not read:
+                raise EOFError
+            got += read
+
+
+def _write_all(file, data: memoryview) -> None:
+    while data:
+        data = data[file.write(data) :]
