@@ -92,7 +92,7 @@ class Phases(dict):
         self[phase] = self.get(phase, 0.0) + seconds
 
     def add_child(self, phase: str, run: isolation.ChildRun) -> None:
-        start = run.ready_s if run.ready_s is not None else run.seconds
+        start = run.ready_s if run.ready_s is not None else run.seconds - run.gated_s
         self.add("start", start)
         self.add(phase, max(run.seconds - start - run.gated_s, 0.0))  # its gate's wait is `waiting`
         self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, run.gpu_reserved_bytes)
@@ -230,25 +230,38 @@ class AssignmentGrading:
     @contextmanager
     def gpu(self, phase: str):
         """A phase's hold on a GPU shared with other workers, as a gate for its children (None where
-        the GPU is not shared): a child starts (sandbox, torch, CUDA) while others use the GPU,
-        and its gate takes the lock before any student code runs: shared while correctness runs,
-        alone while timing. The lock is kept until the phase ends (a second child of the phase
-        passes at once). Waiting costs this grading none of its time limit."""
+        the GPU is not shared). A child imports torch while others use the GPU; its gate's first
+        stage ("cuda") holds the GPU shared while the child starts CUDA, so that no context starts
+        during another student's timed phase (on an H100, one that did slowed a timed 0.09 ms
+        kernel to a median of 0.11 ms); its second stage ("run") takes the phase's own hold before
+        any student code runs: shared while correctness runs, alone while timing. The hold is kept
+        until the phase ends (a second child of the phase passes at once). Waiting costs this
+        grading none of its time limit."""
         lock = _gpu_lock(self)
         if lock is None:
             yield None
             return
         with ExitStack() as hold:
+            starting = hold.enter_context(ExitStack())  # a timing child's shared hold while it starts CUDA
             taken = []
 
-            def gate() -> float:
-                if taken:
-                    return 0.0
-                waited = hold.enter_context(lock.exclusive() if phase == "timing" else lock.shared())
-                taken.append(phase)
+            def take(stack: ExitStack, exclusive: bool) -> None:
+                waited = stack.enter_context(lock.exclusive() if exclusive else lock.shared())
                 self.budget.deadline += waited
                 self.phases.add("waiting", waited)
-                return waited
+
+            def gate(stage: str) -> None:
+                if taken:
+                    return  # the phase holds the GPU already
+                if phase != "timing":
+                    take(hold, exclusive=False)
+                    taken.append(phase)
+                elif stage == "cuda":
+                    take(starting, exclusive=False)
+                else:
+                    starting.close()
+                    take(hold, exclusive=True)
+                    taken.append(phase)
 
             yield gate
 

@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 
 from grader import messages, sandbox
 from grader.limits import Limits, Watchdog
-from grader.messages import Done, Finished, Hello, Job, Output, ProtocolError, Start, Task
+from grader.messages import Done, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
 from grader.text import printable
 
@@ -93,7 +93,7 @@ class ChildRun:
     violation: ProtocolError | None = None  # what ended the reading of the channel early
     ready: bool = False  # the harness was up before any student code ran
     began: float = 0.0  # time.monotonic() when the child was started
-    ready_s: float | None = None  # seconds from start until the harness was up (the sandbox, torch's import)
+    ready_s: float | None = None  # seconds from start until the harness was up (the sandbox, torch's import), waits left out
     started: list[str] = field(default_factory=list)
     task_began: dict[str, float] = field(default_factory=dict)  # time.monotonic() of each task's Start
     task_seconds: dict[str, float] = field(default_factory=dict)  # from each task's Start to its Done, on our clock
@@ -101,21 +101,17 @@ class ChildRun:
     outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
     finished: bool = False
     gpu_reserved_bytes: int = 0  # the child's own figure (Finished), within its cap; 0 if none came
-    gate_began: float | None = None  # time.monotonic() when the child, ready, began to wait at its gate
-    gate_opened: float | None = None  # and when the gate opened
+    imported: bool = False  # with a gate: the child imported torch and waited to start CUDA
+    gates: list[tuple[float, float | None]] = field(default_factory=list)  # each wait at the gate (monotonic)
 
     def waited(self, now: float) -> float:
-        """Seconds spent at the gate so far: they count against no time limit."""
-        if self.gate_began is None:
-            return 0.0
-        return (self.gate_opened if self.gate_opened is not None else now) - self.gate_began
+        """Seconds spent at the gate so far (both of its stages): they count against no time limit."""
+        return sum((opened if opened is not None else now) - began for began, opened in self.gates)
 
     @property
     def gated_s(self) -> float:
-        """How long the child waited at its gate, once it opened (0 if it never did)."""
-        if self.gate_opened is None:
-            return 0.0
-        return self.gate_opened - self.gate_began
+        """How long the child waited at its gate, in the stages that opened."""
+        return sum(opened - began for began, opened in self.gates if opened is not None)
 
     @property
     def in_flight(self) -> str | None:
@@ -147,9 +143,9 @@ class _Channel(threading.Thread):
     """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
 
     def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation,
-                 gpu_cap_bytes: int = 0, on_ready: Callable[[], None] | None = None):  # fmt: skip
+                 gpu_cap_bytes: int = 0, open_gate: Callable[[str], None] | None = None):  # fmt: skip
         super().__init__(daemon=True)
-        self.gpu_cap_bytes, self.on_ready = gpu_cap_bytes, on_ready
+        self.gpu_cap_bytes, self.open_gate = gpu_cap_bytes, open_gate
         self.file = os.fdopen(fd, "rb")
         caps = [t.max_output_bytes for t in tasks]
         self.reader = messages.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
@@ -172,12 +168,18 @@ class _Channel(threading.Thread):
 
     def take(self, frame: messages.Frame) -> None:
         message, run = frame.message, self.run_
-        if isinstance(message, Hello):
-            if run.ready:
-                raise ProtocolError("tampering", "a second Hello on the result channel")
-            run.ready, run.ready_s = True, time.monotonic() - run.began
-            if self.on_ready is not None:
-                self.on_ready()
+        if isinstance(message, Imported):
+            if run.imported or run.ready or self.open_gate is None:
+                raise ProtocolError("tampering", "an Imported out of turn on the result channel")
+            run.imported = True
+            self.open_gate("cuda")
+        elif isinstance(message, Hello):
+            if run.ready or (self.open_gate is not None and not run.imported):
+                raise ProtocolError("tampering", "a Hello out of turn on the result channel")
+            now = time.monotonic()
+            run.ready, run.ready_s = True, now - run.began - run.waited(now)
+            if self.open_gate is not None:
+                self.open_gate("run")
         elif isinstance(message, Start) and message.task in self.tasks:
             run.started.append(message.task)
             run.task_began[message.task] = time.monotonic()
@@ -314,10 +316,11 @@ _live_children: set[int] = set()  # every child process being graded by this pro
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
-              gate: Callable[[], object] | None = None, compiled: Path | None = None) -> ChildRun:  # fmt: skip
+              gate: Callable[[str], object] | None = None, compiled: Path | None = None) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
-    With a `gate`, the child waits once it is up, before any student code, until `gate()` returns;
-    that wait counts against no time limit. `compiled` is the grading's compilers' cache
+    With a `gate`, the child waits twice until `gate(stage)` returns: once torch is imported, before
+    it starts CUDA (stage "cuda"), and once its harness is up, before any student code ("run");
+    those waits count against no time limit. `compiled` is the grading's compilers' cache
     (compile_cache.py; by default one in `workdir`)."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
@@ -343,10 +346,10 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
 
-    def open_gate() -> None:
-        run.gate_began = time.monotonic()
-        gate()
-        run.gate_opened = time.monotonic()
+    def open_gate(stage: str) -> None:
+        run.gates.append((time.monotonic(), None))
+        gate(stage)
+        run.gates[-1] = (run.gates[-1][0], time.monotonic())
         try:
             os.write(gate_opener, b"g")
         except OSError:

@@ -93,6 +93,12 @@ class Job:
 
 
 @dataclass
+class Imported:
+    """On a shared GPU: the child has imported torch and Triton and waits at its gate before it
+    starts CUDA (a context starting on the GPU would slow another student's timed kernels)."""
+
+
+@dataclass
 class Hello:
     sandbox: str  # what the child found around itself, in words
 
@@ -282,7 +288,7 @@ class Finished:
     gpu_reserved_bytes: int = 0
 
 
-MESSAGES = {cls.__name__: cls for cls in (Hello, Start, Output, Done, Finished)}
+MESSAGES = {cls.__name__: cls for cls in (Imported, Hello, Start, Output, Done, Finished)}
 OUTCOMES = {cls.__name__: cls for cls in (CaseReport, BenchReport, ProbeReport, Failure)}
 # Every dataclass defined here: what a message may hold.
 _DATACLASSES = tuple(v for v in list(globals().values()) if isinstance(v, type) and dataclasses.is_dataclass(v))

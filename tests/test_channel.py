@@ -13,18 +13,18 @@ import secrets
 import pytest
 
 from grader import isolation, messages
-from grader.messages import Finished, Hello
+from grader.messages import Finished, Hello, Imported
 
 CAP = 16 * 2**30  # the assignment's gpu_memory_gib, in bytes
 
 
-def _read(sent: list, tmp_path, signed_with: bytes | None = None) -> isolation.ChildRun:
+def _read(sent: list, tmp_path, signed_with: bytes | None = None, gate=None) -> isolation.ChildRun:
     """What the parent makes of `sent`, each message signed as a child signs it: with the job's key,
-    or with `signed_with`."""
+    or with `signed_with`; `gate(stage)` is called as a gated child's parent would open it."""
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     run = isolation.ChildRun()
-    channel = isolation._Channel(read_fd, key, tmp_path, [], run, lambda: None, CAP)
+    channel = isolation._Channel(read_fd, key, tmp_path, [], run, lambda: None, CAP, gate)
     writer = messages.FrameWriter(write_fd, signed_with or key)
     for message in sent:
         writer.send(message)
@@ -52,7 +52,22 @@ def test_a_second_hello_is_tampering(tmp_path):
     must not take it again."""
     run = _read([Hello("ready"), Hello("ready")], tmp_path)
     assert run.ready and run.violation is not None and run.violation.reason == "tampering"
-    assert "second Hello" in run.violation.message
+    assert "Hello out of turn" in run.violation.message
+
+
+def test_a_gated_child_opens_its_gate_in_two_stages_in_order(tmp_path):
+    """Imported opens the gate's first stage (start CUDA), Hello the second (run student code), each
+    once: anything else on the channel of a gated child is tampering, and opens nothing."""
+    stages = []
+    run = _read([Imported(), Hello("ready")], tmp_path, gate=stages.append)
+    assert stages == ["cuda", "run"] and run.ready and run.violation is None
+    for sent, opened in (([Hello("ready")], []), ([Imported(), Imported()], ["cuda"]),
+                         ([Imported(), Hello("ready"), Imported()], ["cuda", "run"])):  # fmt: skip
+        stages = []
+        run = _read(sent, tmp_path, gate=stages.append)
+        assert stages == opened and run.violation is not None and run.violation.reason == "tampering", sent
+    run = _read([Imported()], tmp_path)
+    assert run.violation is not None and run.violation.reason == "tampering", "an ungated child has no gate to open"
 
 
 def test_a_frame_signed_with_another_key_is_tampering(tmp_path):

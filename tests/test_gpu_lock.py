@@ -76,8 +76,8 @@ def test_each_gpu_has_its_own_lock(tmp_path):
     other_go.set()
 
 
-@pytest.mark.parametrize("phase, held", [("correctness", "shared"), ("timing", "exclusive")])
-def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_path, phase, held):
+@pytest.mark.parametrize("phase", ["correctness", "timing"])
+def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_path, phase):
     lock = GpuLock(tmp_path, "0")
     grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
                               phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
@@ -87,15 +87,29 @@ def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_
     deadline = grading.budget.deadline
     threading.Timer(0.4, blocker_go.set).start()
     with AssignmentGrading.gpu(grading, phase) as gate:
-        assert gate() >= 0.3, "it did not wait for the other student's timing"
+        began = time.monotonic()
+        gate("cuda")
+        assert time.monotonic() - began >= 0.3, "CUDA started during the other student's timing"
         log.append("mine")
-        assert gate() == 0.0, "a second child of the phase passes at once: the phase holds the lock"
-        if phase == "timing":  # nobody else gets in while the phase holds it
+        if phase == "timing":
+            # Starting CUDA holds the GPU shared: another student's correctness may run beside it ...
             _, other_in, other_go = _start(GpuLock(tmp_path, "0"), "shared", log, "other student's correctness")
-            assert not other_in.wait(0.3)
+            assert other_in.wait(5), "a timing child starting CUDA kept out another student's correctness"
+            threading.Timer(0.3, other_go.set).start()
+            began = time.monotonic()
+            gate("run")  # ... and the timing itself waits for it to end
+            assert time.monotonic() - began >= 0.2, "timing began beside another student's correctness"
+            _, later_in, later_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a later correctness")
+            assert not later_in.wait(0.3), "another student's correctness ran during the timed phase"
+        else:
+            gate("run")
+        began = time.monotonic()
+        gate("cuda")
+        gate("run")
+        assert time.monotonic() - began < 0.1, "a second child of the phase passes at once: the phase holds the lock"
     if phase == "timing":
-        assert other_in.wait(5), "the lock was not released when the phase ended"
-        other_go.set()
+        assert later_in.wait(5), "the lock was not released when the phase ended"
+        later_go.set()
     blocker.join(5)
     assert grading.phases["waiting"] >= 0.3
     assert grading.budget.deadline - deadline == pytest.approx(grading.phases["waiting"])
@@ -105,8 +119,9 @@ def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_
 
 
 def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path, repo):
-    """The gate in a real child: its start (sandbox, torch) overlaps the wait, the student's module
-    is imported only once the gate opened, and the wait moves the child's deadline."""
+    """The gate in a real child: its start (sandbox, torch) overlaps the wait, it waits once before
+    starting CUDA and once before student code, the student's module is imported only once the
+    second stage opened, and both waits move the child's deadline."""
     import dataclasses
     import shutil
 
@@ -122,12 +137,10 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
     grading = AssignmentGrading(assignment, submission, Settings(device="cpu"))
     opened, seen = [], []
 
-    def gate() -> float:
-        began = time.monotonic()
-        seen.append(began)
+    def gate(stage: str) -> None:
+        seen.append((stage, time.monotonic()))
         time.sleep(2.5)  # another student's timing
         opened.append(time.monotonic())
-        return opened[0] - began
 
     try:
         tasks = grading.case_tasks(assignment.parts[0])[:1]
@@ -135,14 +148,14 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
         # Without its wait, the child needs a few seconds; the limit is shorter than start + wait.
         run = isolation.run_child(job, grading.workdir, grading.view, 30.0, gate)
         quick = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view,
-                                    run.seconds - run.gated_s + 2.0, gate=lambda: time.sleep(2.5))  # fmt: skip
+                                    run.seconds - run.gated_s + 2.0, gate=lambda stage: time.sleep(2.5))  # fmt: skip
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
     assert run.ready and run.finished and not run.timed_out, run.stderr
-    assert len(seen) == 1 and run.gated_s == pytest.approx(2.5, abs=0.2)
+    assert [stage for stage, _ in seen] == ["cuda", "run"] and run.gated_s == pytest.approx(5.0, abs=0.4)
     imported = float(run.stdout.split("imported at")[1].split()[0])
-    assert imported >= opened[0], "student code ran before the gate opened"
-    assert seen[0] - run.began >= run.ready_s - 0.1, "the gate was taken before the child was up"
+    assert imported >= opened[1], "student code ran before the gate's second stage opened"
+    assert seen[1][1] - run.began >= run.ready_s + 2.5 - 0.1, "the second stage was taken before the child was up"
     assert quick.finished and not quick.timed_out, "the wait at the gate counted against the time limit"
     assert [t for t in quick.outcomes] == [tasks[0].id]
 

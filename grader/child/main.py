@@ -45,6 +45,12 @@ def _prepare_cuda(gpu_memory_gib: float) -> None:
     triton.runtime.driver.active.utils  # noqa: B018 (builds the driver's helper library now)
 
 
+def _wait_at_gate(gate: int) -> None:
+    """Wait for the parent's byte on the gate. No byte (the parent gone): nothing to grade."""
+    if not os.read(gate, 1):
+        os._exit(0)
+
+
 def _shows_a_compiled_baseline(job) -> bool:
     if job.device != "cuda" or not any(task.kind == "bench" for task in job.tasks):
         return False
@@ -61,13 +67,27 @@ def gib_fraction(gib: float, total: int) -> float:
 def main(lifeline: str) -> None:
     raw = sys.stdin.buffer.read(MAX_JOB_BYTES)
     sys.stdin.close()
-    from grader.messages import FrameWriter, Hello, read_job
+    from grader.messages import FrameWriter, Hello, Imported, read_job
 
     job = read_job(raw)
     writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
     job.key = ""
     del raw
     _die_with(int(lifeline))
+    if job.device == "cuda":
+        import torch  # noqa: F401 (no CUDA yet: importing starts nothing on the GPU)
+        import triton  # noqa: F401
+
+        if _shows_a_compiled_baseline(job):
+            # torch.compile's own modules take seconds to import: a timing child that shows a
+            # compiled baseline (spec.Shown) imports them here, not while it holds the GPU alone.
+            import torch._dynamo  # noqa: F401
+            import torch._inductor.compile_fx  # noqa: F401
+    if job.gate_fd >= 0:
+        # On a GPU shared with other gradings: CUDA starts only once the parent holds the GPU
+        # shared, never during another student's timed phase.
+        writer.send(Imported())
+        _wait_at_gate(job.gate_fd)
     if job.device == "cuda":
         _prepare_cuda(job.gpu_memory_gib)
     else:
@@ -85,12 +105,6 @@ def main(lifeline: str) -> None:
         # torch 2.11 (the GPU image) and 2.13 both have the opt-out, which saves 1 s of each child's
         # start on the CPU machine and 6.5 s on the H100's.
         import torch._dynamo  # noqa: F401
-    if _shows_a_compiled_baseline(job):
-        # torch.compile's own modules take seconds to import: a timing child that shows a compiled
-        # baseline (spec.Shown) imports them here, before its gate, not while it holds the GPU alone.
-        import torch._dynamo  # noqa: F401
-        import torch._inductor.compile_fx  # noqa: F401
-
     from grader.child import guard, hooks, submission, worker
     from grader.child.launcher import CudaEntry
     from grader.child.snapshot import HarnessSnapshot
@@ -104,13 +118,9 @@ def main(lifeline: str) -> None:
     refusals, is_library = guard.install(root, sanctioned, {worker.call.__code__, submission.run_module.__code__})
     writer.send(Hello("ready"))
     if job.gate_fd >= 0:
-        # On a GPU shared with other gradings, the child starts (the sandbox, torch, CUDA) while
-        # another student's kernels are timed, and runs student code only once the parent holds
-        # the GPU for it. No byte (the parent gone): nothing to grade.
-        go = os.read(job.gate_fd, 1)
+        # Student code runs only once the parent holds the GPU for this phase.
+        _wait_at_gate(job.gate_fd)
         os.close(job.gate_fd)
-        if not go:
-            os._exit(0)
     worker.Worker(job, writer.send, refusals, changed, is_library, _target_reports(job.device)).run()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: student atexit hooks cannot change what was sent
