@@ -1,7 +1,7 @@
 """`grade` on a GPU grades a submission's assignments side by side (overlap.py).
 
 How many start at once is set by the GPU's memory (each assignment's `gpu_memory_gib` plus what
-no cap counts), largest first; the gradings themselves are the usual ones, in processes of their
+no cap counts), as many as fit; the gradings themselves are the usual ones, in processes of their
 own, and give the verdicts that one after another gives. Who waits for whom on the GPU is
 test_gpu_lock.py's; the wall time on a GPU is in README.md ("Measured on a GPU").
 """
@@ -26,6 +26,11 @@ def _a(name: str, gib: float):
     ([("flash_attention", 32)], [("softmax", 32), ("matmul", 8)], 79.2, "softmax"),
     ([("flash_attention", 32), ("softmax", 32)], [("gelu", 10), ("matmul", 8)], 78.0, "matmul"),  # gelu waits
     ([("flash_attention", 32), ("softmax", 32), ("matmul", 8)], [("gelu", 10)], 79.2, None),
+    # an H100: five fit (the largest of them first), where largest first started three
+    ([], [("flash_attention", 32), ("softmax", 32), ("gelu", 10), ("transpose", 10), ("vector_add", 10),
+          ("matmul", 8)], 79.6, "flash_attention"),
+    ([("flash_attention", 32)], [("softmax", 32), ("gelu", 10), ("transpose", 10), ("vector_add", 10),
+                                 ("matmul", 8)], 79.6, "gelu"),
 ])  # fmt: skip
 def test_a_grading_starts_when_its_cap_fits_beside_the_running_ones(running, pending, gpu_gib, starts):
     found = overlap._next([_a(*p) for p in pending], {i: _a(*r) for i, r in enumerate(running)}, gpu_gib)
