@@ -192,17 +192,20 @@ class AssignmentGrading:
                       for part in self.assignment.parts}  # fmt: skip
         timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()})
         tests: list[TestResult] = []
-        with self.judging():
-            for part in self.assignment.parts:
-                verdicts = [v for _, v in judged[part.name]]
-                tests.append(self.build_test(part, builds.get(part.name), verdicts))
-                tests.extend(self.case_tests(part, judged[part.name]))
-                tests.extend(self.performance_tests(part, verdicts, timed))
+        for part in self.assignment.parts:  # every verdict is in: no GPU work is left
+            verdicts = [v for _, v in judged[part.name]]
+            tests.append(self.build_test(part, builds.get(part.name), verdicts))
+            tests.extend(self.case_tests(part, judged[part.name]))
+            tests.extend(self.performance_tests(part, verdicts, timed))
         return tests
 
-    def time_parts(self, verdicts: dict[str, list[Verdict]]) -> dict[str, TaskResult]:
+    def time_parts(self, verdicts: dict[str, list[Verdict]]) -> dict[str, Verdict]:
         """Phase 2: every benchmark of every part whose correctness passed, in one new child (a
-        child's start, on a GPU, costs about 9 s: one per part was most of a grading's time)."""
+        child's start, on a GPU, costs about 9 s: one per part was most of a grading's time), and
+        each benchmark's verdict. The verdicts, whose checks of the kept outputs run float64
+        references on the GPU, are made under the timing phase's own hold: after it, a grading
+        has nothing left to do on the GPU, and does not wait behind other students' timed phases
+        (holding its share of the GPU's memory) to finish."""
         if self.device != "cuda":
             return {}
         ready = [p for p in self.assignment.parts if p.benchmarks and all(v.ok for v in verdicts[p.name])]
@@ -210,9 +213,14 @@ class AssignmentGrading:
         if not tasks:
             return {}
         self.settings.progress(f"{self.assignment.name}: timing {', '.join(p.name for p in ready)} on {len(tasks)} shapes")
+        parts = {part.name: part for part in ready}
         with self.gpu("timing") as gate:
-            return run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
-                             self.compiled)  # fmt: skip
+            results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
+                                self.compiled)  # fmt: skip
+            return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
+                                                        parts[task.part].benchmarks[task.index], results[task.id],
+                                                        self.device), results[task.id])
+                    for task in tasks}  # fmt: skip
 
     @contextmanager
     def judging(self):
@@ -357,7 +365,7 @@ class AssignmentGrading:
             for case, v in cases_verdicts
         ]
 
-    def performance_tests(self, part: Part, verdicts: list[Verdict], results: dict[str, TaskResult]) -> list[TestResult]:
+    def performance_tests(self, part: Part, verdicts: list[Verdict], timed: dict[str, Verdict]) -> list[TestResult]:
         if not part.benchmarks:
             return []
         points = part.performance_points / len(part.benchmarks)
@@ -372,8 +380,7 @@ class AssignmentGrading:
         tasks = [self.task(part, "bench", i, case) for i, case in enumerate(part.benchmarks)]
         tests = []
         for task, label in zip(tasks, labels):
-            case = part.benchmarks[task.index]
-            verdict = _timed(judging.judge_bench(self.assignment, part, case, results[task.id], self.device), results[task.id])
+            verdict = timed[task.id]
             credit = verdict.metrics.get("credit", 0.0) if verdict.reason in ("ok", "too_slow") else 0.0
             tests.append(self.test(part, "performance", label, verdict, points * credit, points))
         return tests
