@@ -277,8 +277,6 @@ def by_dispatch_key_made_now():
 
 
 def kernel_called_directly():
-    if not hasattr(torch.library, "get_kernel"):
-        raise PermissionError("the grader refuses this torch's missing get_kernel")
     return torch.library.get_kernel("aten::add.Tensor", "CPU").call_boxed(ONLY_CPU, x, y).tolist()
 
 
@@ -329,7 +327,8 @@ from grader.child.activity import Session, summarize
 root = Path(sys.argv[2])
 ATTACKS = ("record_function_off", "collection_paused", "callbacks_cleared", "test_observer_added", "kineto_stepped",
            "session_stopped", "session_started", "redispatched", "redispatched_boxed", "by_dispatch_key",
-           "by_dispatch_key_made_now", "kernel_called_directly", "switch_in_a_thread")
+           "by_dispatch_key_made_now", "switch_in_a_thread")
+ATTACKS += ("kernel_called_directly",) if hasattr(torch.library, "get_kernel") else ()  # where torch has it
 # What the gates will stand for, held in a tuple (take_away swaps them in dicts, lists and cells):
 # a switch, the session's stop, redispatch, and the `_op_dk` of each overload of aten::add.
 held = (torch._C._autograd._enable_record_function, torch._C._autograd._disable_profiler,
