@@ -204,6 +204,10 @@ def _hands_out_a_frame(state: SimpleNamespace, accessor) -> bool:
     return consumer is not None and not _is_library(state, consumer.f_code.co_filename)
 
 
+def _frame_receiver(state: SimpleNamespace, accessor) -> tuple[str, str]:
+    return (STUDENT if _hands_out_a_frame(state, accessor) else LIBRARY), _line(accessor)
+
+
 def _line(frame) -> str:
     return f"{_basename(_text(frame.f_code.co_filename) or '?')}, line {int(frame.f_lineno or 0)}"
 
@@ -274,6 +278,17 @@ def _refuse(state: SimpleNamespace, kind: str, what: str, where: str) -> None:
     raise PermissionError(f"the grader refuses {what} in graded code" + (f" ({where})" if where else ""))
 
 
+def _walked(state: SimpleNamespace, look: Callable, *args):
+    """`look(*args)` with the events of the hook's own walk (taking a frame, reading its code)
+    passing unjudged on this thread meanwhile."""
+    walking = state.walking
+    was, walking.on = getattr(walking, "on", False), True
+    try:
+        return look(*args)
+    finally:
+        walking.on = was
+
+
 def _genuine(state: SimpleNamespace, args: tuple, raiser) -> bool:
     """Whether KEPT_EVENT comes from a gate's own code, with what the gate stands for, the call's
     arguments and an empty list for the answer."""
@@ -281,51 +296,49 @@ def _genuine(state: SimpleNamespace, args: tuple, raiser) -> bool:
     return kept is not None and id(raiser.f_code) in kept["gates"] and len(args) == 3 and type(args[2]) is list
 
 
-def _hand_out(state: SimpleNamespace, args: tuple, genuine: bool, who: str, where: str) -> None:
-    """A gate asks for the function it stands in for: what the keeper's rule allows for the gate's
-    caller goes into the list. Student code that raises the event itself, or asks where the rule
-    refuses, is refused as tampering; a library or the harness asking where it may not gets
-    nothing (the gate raises)."""
-    what = f"raising the grader's own audit event {KEPT_EVENT}"
+def _hand_out(state: SimpleNamespace, args: tuple) -> None:
+    """A gate asks for the function it stands in for: what the keeper's rule allows goes into the
+    list. What the rule allows anyone (a redispatch of a custom op, on every call of it) needs no
+    walk; otherwise the walk says who asked: the harness may get more, student code that raises
+    the event itself or asks where the rule refuses is refused as tampering, and a library asking
+    where it may not gets nothing (the gate raises)."""
+    raiser = _walked(state, _getframe, 3)  # _walked, _hand_out, the hook, then the gate
+    genuine = _walked(state, _genuine, state, args, raiser)
+    kept, found, what = state.kept, None, f"raising the grader's own audit event {KEPT_EVENT}"
     if genuine:
-        kept = state.kept
-        found, what = kept["hand_out"](kept, args[0], args[1], who == HARNESS)
-        if found is not None:
-            list.append(args[2], found)
-            return
-    if who == STUDENT:
-        _refuse(state, TAMPERING, what, where)
+        found, what = kept["hand_out"](kept, args[0], args[1], False)
+    if found is None:
+        who, where = _walked(state, _asker, state, raiser.f_back if genuine else raiser)
+        if genuine and who == HARNESS:
+            found, what = kept["hand_out"](kept, args[0], args[1], True)
+        if found is None and who == STUDENT:
+            _refuse(state, TAMPERING, what, where)
+    if found is not None:
+        list.append(args[2], found)
 
 
 def _hook_for(state: SimpleNamespace) -> Callable[[str, tuple], None]:
     def hook(event: str, args: tuple) -> None:
-        walking = state.walking
-        if event in _WALK_EVENTS and getattr(walking, "on", False):
+        if event in _WALK_EVENTS and getattr(state.walking, "on", False):
             return  # the hook's own walk
-        verdict = None
-        if event == "exec":
-            if not args or type(args[0]) is not CodeType or _is_library(state, args[0].co_filename):
-                return  # a library module's own code (an import): library code by its file name already
-        elif event != KEPT_EVENT:
-            verdict = _judge(state, event, args)
-            if verdict is None:
-                return
-        was, walking.on = getattr(walking, "on", False), True
-        try:
-            raiser = _getframe(1)  # the frame that raised the event
-            genuine = event == KEPT_EVENT and _genuine(state, args, raiser)
-            if verdict is not None and verdict[1] == FRAME:
-                who, where = (STUDENT if _hands_out_a_frame(state, raiser) else LIBRARY), _line(raiser)
-            else:
-                who, where = _asker(state, raiser.f_back if genuine else raiser)
-        finally:
-            walking.on = was
         if event == KEPT_EVENT:
-            _hand_out(state, args, genuine, who, where)
-        elif event == "exec":
-            if who != STUDENT:
-                _adopt(state, args[0])
-        elif who == STUDENT:
+            _hand_out(state, args)
+            return
+        if event == "exec":
+            if args and type(args[0]) is CodeType and not _is_library(state, args[0].co_filename):
+                raiser = _walked(state, _getframe, 2)  # _walked, the hook, then the exec
+                if _walked(state, _asker, state, raiser)[0] != STUDENT:
+                    _adopt(state, args[0])
+            return  # a library module's own code (an import) is library code by its file name already
+        verdict = _judge(state, event, args)
+        if verdict is None:
+            return
+        raiser = _walked(state, _getframe, 2)  # the frame that raised the event
+        if verdict[1] == FRAME:
+            who, where = _walked(state, _frame_receiver, state, raiser)
+        else:
+            who, where = _walked(state, _asker, state, raiser)
+        if who == STUDENT:
             _refuse(state, verdict[0], verdict[1], where)
 
     return hook
