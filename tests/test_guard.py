@@ -1,21 +1,35 @@
-"""The guard (grader/child/guard.py) tells code objects apart by identity.
+"""The guard (grader/child/guard.py): what student code may not do in the child, and who may not.
 
-A sanctioned library entry (a Triton launch, which compiles and writes files) lets the code under
-it do what the guard refuses to student code. Student code can make a code object EQUAL to a
-sanctioned one without touching the guard: compile the library file's own text under its own
-name (allowed: an import does just that) and exec it into a namespace the student fills. Were
-code objects compared by equality, that copy's frames would pass for the sanctioned entry, and
-whatever its namespace calls would run unrefused. Each case runs in a process of its own (an
-audit hook cannot be removed).
+It tells code objects apart by identity. A sanctioned library entry (a Triton launch, which
+compiles and writes files) lets the code under it do what the guard refuses to student code.
+Student code can make a code object EQUAL to a sanctioned one without touching the guard: compile
+the library file's own text under its own name (allowed: an import does just that) and exec it
+into a namespace the student fills. Were code objects compared by equality, that copy's frames
+would pass for the sanctioned entry, and whatever its namespace calls would run unrefused.
+
+Its hook runs nothing student code can rebind: the guard's globals, a builtin, `sys._getframe`,
+`threading.get_ident`, a str subclass for a path; and student code may add no audit hook of its own.
+
+It keeps the profiler's switches (grader/child/switches.py): every way student code could blind
+torch's profiler from inside its call is refused as tampering with the student's line, while the
+harness's own sessions still start and stop, no reference to what a gate stands for is left where
+student code could reach it, and a student's `torch.library.custom_op` with `register_autograd`
+(whose autograd kernel redispatches the op) still works, the torch ops inside it still seen; a real
+child grades such a submission right. Each case runs in a process of its own (an audit hook cannot
+be removed).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from conftest import grade, requires_gpu
 from grader.spec import REPO_ROOT
 
 STUDENT = '''
@@ -79,3 +93,358 @@ def test_an_equal_copy_of_a_sanctioned_entry_is_not_sanctioned(tmp_path: Path) -
     assert found["through_an_equal_copy"].startswith("refused"), found
     assert "student.py, line" in found["through_an_equal_copy"], "the refusal names the student's line"
     assert not (tmp_path / "through_an_equal_copy.out").exists()
+
+
+REBINDS = '''
+import builtins, gc, sys, threading
+
+
+def _gc_objects():
+    return len(gc.get_objects())
+
+
+def a_guard_global():
+    import grader.child.guard as guard
+
+    guard._asker = lambda state, frame: ("harness", "")
+    guard._TAMPER_EVENTS = frozenset()
+    return _gc_objects()
+
+
+def _runs_inside_the_hook(owner, name, make):
+    """Rebind owner.name with a function that asks for gc's objects if the hook ever runs it."""
+    real, ran = getattr(owner, name), []
+
+    def spy(*args, **kwargs):
+        if not ran:
+            ran.append(True)
+            _gc_objects()
+        return make(real)(*args, **kwargs)
+
+    setattr(owner, name, spy)
+    try:
+        open("written.out", "w")  # refused: the hook walks the stack
+    except PermissionError:
+        pass
+    finally:
+        setattr(owner, name, real)
+    return "ran inside the hook" if ran else "never ran"
+
+
+def a_builtin():
+    return _runs_inside_the_hook(builtins, "id", lambda real: real)
+
+
+def sys_getframe():
+    return _runs_inside_the_hook(sys, "_getframe", lambda real: lambda depth=0: real(depth + 1))
+
+
+def threading_get_ident():
+    return _runs_inside_the_hook(threading, "get_ident", lambda real: real)
+
+
+def a_str_that_lies():
+    class Harmless(str):
+        def startswith(self, *args):
+            return False
+
+    return open(Harmless("/proc/self/status")).read()[:10]
+
+
+def a_bytes_path():
+    return open(b"/proc/self/status").read()[:10]
+
+
+def an_audit_hook_of_its_own():
+    seen = []
+    sys.addaudithook(lambda event, args: seen.append(event))
+    sys.audit("student.probe")
+    return "the hook was added" if seen else "no hook was added"
+
+
+def the_kept_event():
+    sys.audit("grader.kept", "torch._C._autograd._disable_profiler", (), [])
+'''
+
+REBINDS_HARNESS = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from grader.child import guard
+
+root = Path(sys.argv[2])
+
+
+def load():
+    import student
+
+    return student
+
+
+taken, _ = guard.install(root, set(), {load.__code__})
+sys.path.insert(0, str(root))
+student = load()
+found = {}
+for name in ("a_guard_global", "a_builtin", "sys_getframe", "threading_get_ident", "a_str_that_lies", "a_bytes_path",
+             "an_audit_hook_of_its_own", "the_kept_event"):
+    try:
+        found[name] = "allowed: " + str(getattr(student, name)())
+    except PermissionError as error:
+        found[name] = "refused: " + str(error)
+print(json.dumps({"found": found, "tampering": [r.what for r in taken() if r.kind == guard.TAMPERING]}))
+"""
+
+
+def _run(harness: str, student: str, root: Path, timeout: float = 60) -> dict:
+    """The harness's printed result. torch's compiler cache folder exists beforehand, as in the child
+    (main.py): a custom op's first call imports torch._dynamo, which looks for it."""
+    (root / "student.py").write_text(student)
+    (root / "inductor").mkdir()
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor")}
+    done = subprocess.run([sys.executable, "-I", "-c", harness, str(REPO_ROOT), str(root)], capture_output=True,
+                          text=True, timeout=timeout, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_hook_runs_nothing_student_code_can_rebind(tmp_path: Path) -> None:
+    result = _run(REBINDS_HARNESS, REBINDS, tmp_path)
+    found = result["found"]
+    assert found["a_guard_global"].startswith("refused: the grader refuses gc.get_objects"), found
+    for name in ("a_builtin", "sys_getframe", "threading_get_ident"):
+        assert found[name] == "allowed: never ran", f"{name}: student code ran inside the hook ({found[name]})"
+    for name in ("a_str_that_lies", "a_bytes_path"):
+        assert found[name].startswith("refused: the grader refuses reading /proc/self/status"), found[name]
+    assert found["an_audit_hook_of_its_own"] == "allowed: no hook was added", found
+    assert "sys.addaudithook" in result["tampering"], result["tampering"]
+    assert found["the_kept_event"].startswith("refused: the grader refuses raising the grader's own audit event"), found
+
+
+SWITCHES = '''
+import threading
+
+import torch
+from torch.autograd import ProfilerActivity
+
+x, y = torch.ones(3), torch.full((3,), 2.0)
+CPU = torch._C.DispatchKey.CPU
+ONLY_CPU = torch._C.DispatchKeySet(CPU)
+
+
+def record_function_off():
+    torch._C._autograd._enable_record_function(False)
+
+
+def collection_paused():
+    torch._C._autograd._toggle_collection_dynamic(False, {ProfilerActivity.CPU})
+
+
+def callbacks_cleared():
+    torch._C._autograd._clear_callbacks()
+
+
+def test_observer_added():
+    torch.autograd._set_empty_test_observer(True, 0.0)
+
+
+def kineto_stepped():
+    torch.autograd.profiler._kineto_step()
+
+
+def session_stopped():
+    torch.autograd._disable_profiler()
+
+
+def session_started():
+    torch.autograd.profiler.profile().__enter__()
+
+
+def redispatched():
+    return torch.ops.aten.add.Tensor.redispatch(ONLY_CPU, x, y).tolist()
+
+
+def redispatched_boxed():
+    return torch.ops.aten.mul.Tensor._handle.redispatch_boxed(ONLY_CPU, x, y).tolist()
+
+
+def by_dispatch_key():
+    return torch.ops.aten.add.Tensor._op_dk(CPU, x, y).tolist()
+
+
+def by_dispatch_key_made_now():
+    _, op_dk, _ = torch._C._get_operation_overload("aten::sub", "Tensor")
+    return op_dk(CPU, x, y).tolist()
+
+
+def kernel_called_directly():
+    return torch.library.get_kernel("aten::add.Tensor", "CPU").call_boxed(ONLY_CPU, x, y).tolist()
+
+
+def switch_in_a_thread():
+    refused = []
+
+    def clear():
+        try:
+            torch._C._autograd._clear_callbacks()
+        except PermissionError as error:
+            refused.append(str(error))
+
+    thread = threading.Thread(target=clear)
+    thread.start()
+    thread.join()
+    if refused:
+        raise PermissionError(refused[0])
+
+
+def composite_decomposed():
+    return torch.ops.aten.linear.default.decompose(x.view(1, 3), y.view(1, 3)).tolist()
+
+
+@torch.library.custom_op("student::twice", mutates_args=())
+def twice(a: torch.Tensor) -> torch.Tensor:
+    return torch.add(a, a)  # a torch op inside the custom op: dispatched, so the profiler sees it
+
+
+twice.register_autograd(lambda ctx, grad: grad * 2)
+
+
+def custom_op():
+    plain = twice(x)  # no grad: the op's autograd kernel redispatches it below autograd
+    leaf = x.clone().requires_grad_()
+    with torch.enable_grad():
+        (grad,) = torch.autograd.grad(twice(leaf), leaf, torch.ones(3))
+    return plain.tolist(), grad.tolist()
+'''
+
+SWITCHES_HARNESS = """
+import gc, json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import torch
+from grader.child import guard, switches
+from grader.child.activity import Session, summarize
+
+root = Path(sys.argv[2])
+ATTACKS = ("record_function_off", "collection_paused", "callbacks_cleared", "test_observer_added", "kineto_stepped",
+           "session_stopped", "session_started", "redispatched", "redispatched_boxed", "by_dispatch_key",
+           "by_dispatch_key_made_now", "switch_in_a_thread")
+ATTACKS += ("kernel_called_directly",) if hasattr(torch.library, "get_kernel") else ()  # where torch has it
+# What the gates will stand for, held in a tuple (take_away swaps them in dicts, lists and cells):
+# a switch, the session's stop, redispatch, and the `_op_dk` of each overload of aten::add.
+held = (torch._C._autograd._enable_record_function, torch._C._autograd._disable_profiler,
+        vars(torch._C._DispatchOperatorHandle)["redispatch_boxed"],
+        *[vars(o)["_op_dk"] for o in vars(torch.ops.aten.add).values() if isinstance(o, torch._ops.OpOverload)])
+
+
+def load():
+    import student
+
+    return student
+
+
+def call(fn):
+    return fn()
+
+
+kept = switches.take_away()
+left = [entry for entry in kept["left"] if not entry.startswith("a tuple: (<built-in method _enable_record_function")]
+# Who else holds one now (gc's walks are the harness's before the guard is installed): the hook's
+# table holds the originals it may hand out, as (kind, original) pairs.
+holders = [type(h).__name__ for h in gc.get_referrers(*held)
+           if h is not held and not (type(h) is tuple and len(h) == 2 and isinstance(h[0], str))]
+gates = [torch._C._autograd._enable_record_function, torch.autograd._disable_profiler,
+         torch._C._DispatchOperatorHandle.redispatch_boxed, torch.ops.aten.add.Tensor._op_dk]
+in_gates = [g.__name__ for g in gates for value in [*(c.cell_contents for c in g.__closure__ or ()),
+                                                    *g.__globals__.values()] if any(value is h for h in held)]
+taken, _ = guard.install(root, set(), {load.__code__, call.__code__}, kept)
+del kept
+# From here on, this script's top level is the harness (the bottom of the main thread); anything it
+# defines, comprehensions included, would count as student code, as `call` does.
+sys.path.insert(0, str(root))
+student = load()
+found = {}
+for name in (*ATTACKS, "composite_decomposed", "custom_op"):
+    try:
+        found[name] = "allowed: " + json.dumps(call(getattr(student, name)))
+    except PermissionError as error:
+        found[name] = "refused: " + str(error)
+tampering = [f"{r.what} ({r.where})" for r in taken() if r.kind == guard.TAMPERING]
+with Session(kernels=False) as session:
+    call(student.custom_op)
+seen = summarize(session)
+print(json.dumps({"left": left, "holders": holders, "in_gates": in_gates, "found": found, "tampering": tampering,
+                  "attacks": ATTACKS, "lost": seen.profiler_lost, "ops": [op.name for op in seen.ops]}))
+"""
+
+
+def test_the_profilers_switches_are_the_graders_alone(tmp_path: Path) -> None:
+    result = _run(SWITCHES_HARNESS, SWITCHES, tmp_path, timeout=120)
+    assert result["left"] == [], f"switches.take_away left these holding an original: {result['left']}"
+    assert result["holders"] == [], f"an original is still held by: {result['holders']}"
+    assert result["in_gates"] == [], f"a gate's closure or globals hold what it stands for: {result['in_gates']}"
+    found, tampering = result["found"], "\n".join(result["tampering"])
+    for attack in result["attacks"]:
+        assert found[attack].startswith("refused"), f"{attack}: {found[attack]}"
+    for words in ("_enable_record_function", "_toggle_collection_dynamic", "_clear_callbacks",
+                  "_set_empty_test_observer", "_kineto_step", "_disable_profiler", "_prepare_profiler",
+                  "redispatch_boxed of aten::add.Tensor", "redispatch_boxed of aten::mul.Tensor",
+                  "_op_dk of aten::add.Tensor", "_op_dk of aten::sub.Tensor", "(student.py, line"):
+        assert words in tampering, f"no tampering recorded for {words}:\n{tampering}"
+    assert tampering.count("_clear_callbacks") == 2, "the student's thread is refused too"
+    assert len(result["tampering"]) == len(result["attacks"]), "one refusal per attack, and nothing else"
+    assert found["composite_decomposed"] == "allowed: [[6.0]]", found["composite_decomposed"]
+    assert found["custom_op"] == "allowed: [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]", found["custom_op"]
+    assert not result["lost"], "the harness's own session survives the gates"
+    assert "aten::add" in result["ops"], f"the op inside the custom op went unseen: {result['ops']}"
+
+
+CUSTOM_OP_ADD = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@torch.library.custom_op("student::add", mutates_args=())
+def student_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+
+
+@student_add.register_fake
+def _(x, y):
+    return torch.empty_like(x)
+
+
+student_add.register_autograd(lambda ctx, grad: (grad, grad))
+
+
+def add(x, y):
+    plain = student_add(x, y)  # under the grader's no_grad: the autograd kernel redispatches at once
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_()
+        out = student_add(leaf, y)  # through the autograd.Function's forward, which redispatches
+        torch.autograd.grad(out, leaf, plain)  # and its backward
+    return out.detach()
+'''
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, requires_gpu])])
+def test_a_custom_op_with_its_own_autograd_is_graded_right(tmp_path: Path, device: str) -> None:
+    """The pattern a FlashAttention backward may use: a Triton kernel wrapped in
+    `torch.library.custom_op` with `register_autograd`, whose autograd kernel redispatches the op
+    below autograd. The gate hands a redispatch of an op of Python's making to anyone; on a GPU the
+    kernel launched inside the op is still the student's own."""
+    (tmp_path / "vector_add").mkdir()
+    (tmp_path / "vector_add" / "vector_add.py").write_text(CUSTOM_OP_ADD)
+    result = grade(tmp_path, ["vector_add"], device=device)
+    scored = [t for t in result.tests if t.kind == "correctness" and t.graded]
+    failed = [(t.name, t.reason, t.output[:300]) for t in scored if not t.passed]
+    assert scored and not failed, failed

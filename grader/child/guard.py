@@ -16,41 +16,71 @@ hands control to student code), or on a thread the student started, with no sanc
 in between, is the student's. Sanctioned entries are code objects, compared by identity, so
 no name can impersonate one.
 
-What is refused splits in two. `tampering`: ctypes, gc's object walks, tracing, other threads'
-frames, subprocesses, signals, native code loaded from outside the installation, files under
-/proc: no kernel needs them. `refused` (no verdict by itself): frame objects handed to student
-code and files written; the student's code gets PermissionError with a message saying why.
+What is refused splits in two. `tampering`: ctypes, gc's object walks, tracing and monitoring
+(an audit hook of the student's own among them: it would see every other event's arguments),
+other threads' frames, subprocesses, signals, native code loaded from outside the installation,
+files under /proc: no kernel needs them. `refused` (no verdict by itself): frame objects handed
+to student code and files written; the student's code gets PermissionError with a message
+saying why.
+
+The hook also keeps what the harness took away from student code (switches.py: the profiler's
+switches): a gate that stands in for such a function raises KEPT_EVENT, and the hook, which alone
+holds the original, hands it over only where the keeper's rule allows it for whoever asked.
+
+What the hook runs is sealed at install: its functions look up their globals in a private copy
+of this module's namespace, with a private copy of the builtins, and reach `sys._getframe`,
+`threading.get_ident` and `os.path.realpath` (over snapshots of `os` and `stat`) through
+references taken at import. Student code may rebind a global of this module, a builtin or an
+attribute of `sys`: none of that runs inside the hook or changes what it decides. Its state is a
+SimpleNamespace (a type no one can add a property to), its sets are frozen, and what an event
+hands it (a path, a file name) is read through the methods of str and bytes themselves.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
+import stat
 import sys
 import sysconfig
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType, FunctionType, SimpleNamespace
 from typing import Callable
 
 TAMPERING = "tampering"
 REFUSED = "refused"
 FRAME = "a frame object (the grader's own frames are one step away from it)"
+KEPT_EVENT = "grader.kept"  # a gate asks the hook for the function it stands in for (switches.py)
+# Who asked for an event: student code, a sanctioned library entry acting on its own behalf, or
+# the harness (the bottom of the main thread reached with neither on the way).
+STUDENT, LIBRARY, HARNESS = "student", "library", "harness"
 # Library functions that hand frame objects to their caller; any other library use of frames
 # (typing, namedtuple, enum, logging, traceback's formatting) keeps them to itself.
-_FRAME_LEAKERS = {("inspect", n) for n in ("currentframe", "stack", "trace", "getouterframes", "getinnerframes")}
-_FRAME_LEAKERS |= {("traceback", n) for n in ("walk_stack", "walk_tb")}
+_FRAME_LEAKERS = frozenset(
+    {("inspect", n) for n in ("currentframe", "stack", "trace", "getouterframes", "getinnerframes")}
+    | {("traceback", n) for n in ("walk_stack", "walk_tb")}
+)
 
-_TAMPER_EVENTS = {
+_TAMPER_EVENTS = frozenset({
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions",
-    "sys.settrace", "sys.setprofile", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-    "os.kill", "os.killpg", "signal.pthread_kill", "code.__new__", "function.__new__",
-}  # fmt: skip
-_FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+    "sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
+    "sys.monitoring.register_callback", "sys.addaudithook", "subprocess.Popen", "os.system", "os.exec",
+    "os.posix_spawn", "os.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "code.__new__", "function.__new__",
+})  # fmt: skip
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# The events the hook's own walk raises (taking the caller's frame, reading each frame's code):
+# while it walks, these alone pass unjudged.
+_WALK_EVENTS = frozenset({"sys._getframe", "object.__getattr__"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # Native code written in Python: foreign functions (cffi) and JIT compilers to machine code (numba,
 # llvmlite), and a CUDA driver binding taking host pointers (pycuda). CuPy and cuda-python stay
 # importable: what they run on the GPU, the GPU tier's profiler sees and judges.
-_NATIVE_MODULES = {"cffi", "_cffi_backend", "numba", "llvmlite", "pycuda"}
+_NATIVE_MODULES = frozenset({"cffi", "_cffi_backend", "numba", "llvmlite", "pycuda"})
+# Taken now: `sys` and `threading` are modules student code can write to.
+_getframe = sys._getframe
+_get_ident = threading.get_ident
 
 
 @dataclass
@@ -60,21 +90,24 @@ class Refusal:
     where: str  # the student's file and line, where known
 
 
-class _State:
-    """The hook's own state; only the hook and the harness hold a reference to it."""
+def _new_state(student_root: Path, sanctioned: set, boundary: set, kept: dict | None) -> SimpleNamespace:
+    """The hook's own state; only the hook and the harness hold a reference to it.
 
-    def __init__(self, student_root: Path, sanctioned: set, boundary: set):
-        self.student_root = str(student_root) + os.sep
-        self.trusted = _trusted_roots()
-        # Code objects are told apart by identity, never by equality: hashing one hashes its whole
-        # bytecode and constants (a millisecond per stack walk, over deep imports), and a code
-        # object the student builds equal to a sanctioned one must not pass for it. Each set holds
-        # its objects, so no id is reused while it is in a set.
-        self.sanctioned, self.boundary = {id(c): c for c in sanctioned}, {id(c): c for c in boundary}
-        self.refusals: list[Refusal] = []
-        self.busy = threading.local()
-        self.main = threading.main_thread().ident
-        self.library_codes: dict[int, object] = {}  # code that library code compiled and ran (a Triton binder)
+    Code objects are told apart by identity, never by equality: hashing one hashes its whole
+    bytecode and constants (a millisecond per stack walk, over deep imports), and a code object
+    the student builds equal to a sanctioned one must not pass for it. Each dict holds its
+    objects, so no id is reused while it is in one."""
+    return SimpleNamespace(
+        student_root=str(student_root) + os.sep,
+        trusted=_trusted_roots(),
+        sanctioned={id(c): c for c in sanctioned},
+        boundary={id(c): c for c in boundary},
+        refusals=[],  # (kind, what, where), as Refusal once the harness takes them
+        walking=threading.local(),  # .on: this thread's hook is walking its stack
+        main=threading.main_thread().ident,
+        library_codes={},  # code that library code compiled and ran (a Triton binder)
+        kept=kept,  # what switches.take_away took from student code, and its rule
+    )
 
 
 def _trusted_roots() -> tuple[str, ...]:
@@ -85,154 +118,247 @@ def _trusted_roots() -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(p) + os.sep for p in paths}))
 
 
-def _library_frame(state: _State, code) -> bool:
+def sealed(namespace: dict, **replacing) -> dict:
+    """A private copy of a module's namespace (with `replacing` put in), and of the builtins, in
+    which the module's functions are remade to look up their globals: rebinding a global of the
+    module or a builtin later changes nothing they run. Data they read must be immutable."""
+    copy = dict(namespace, **replacing)
+    copy["__builtins__"] = dict(vars(builtins))
+    for name, value in namespace.items():
+        if type(value) is FunctionType and value.__globals__ is namespace:
+            copy[name] = FunctionType(value.__code__, copy, value.__name__, value.__defaults__, value.__closure__)
+            copy[name].__kwdefaults__ = value.__kwdefaults__
+    return copy
+
+
+# os.path.realpath over snapshots of `os` and `stat` taken now: it follows links with os.lstat and
+# os.readlink, which student code could rebind to make its own .so look like the installation's.
+_realpath = sealed(vars(os.path), os=SimpleNamespace(**vars(os)), stat=SimpleNamespace(**vars(stat)))["realpath"]
+
+
+def _text(value) -> str | None:
+    """An event's path or name as a plain str, read without running any method of its own type (a
+    str subclass could answer `startswith` as it likes); None for anything else (a file descriptor,
+    a path-like object)."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return bytes.decode(value, "utf-8", "surrogateescape")
+    return None
+
+
+def _basename(filename: str) -> str:
+    return str.rpartition(filename, os.sep)[2]
+
+
+def _library_frame(state: SimpleNamespace, code) -> bool:
     return id(code) in state.library_codes or _is_library(state, code.co_filename)
 
 
-def _adopt(state: _State, code) -> None:
+def _adopt(state: SimpleNamespace, code) -> None:
     """Code that library code built at run time (exec of a string: a Triton binder, a dataclass
     of the library's) counts as the library's, with every function nested in it."""
     stack = [code]
     while stack:
         current = stack.pop()
         state.library_codes[id(current)] = current
-        stack.extend(c for c in current.co_consts if hasattr(c, "co_code"))
+        stack.extend(c for c in current.co_consts if type(c) is CodeType)
 
 
-def _is_library(state: _State, filename: str) -> bool:
-    if filename.startswith("<frozen "):
+def _is_library(state: SimpleNamespace, filename) -> bool:
+    filename = _text(filename) or ""
+    if str.startswith(filename, "<frozen "):
         return True
-    return filename.startswith(state.trusted) and not filename.startswith(state.student_root)
+    return str.startswith(filename, state.trusted) and not str.startswith(filename, state.student_root)
 
 
-def _student_origin(state: _State, frame) -> tuple[bool, str]:
-    """(whether student code asked for the event at `frame`, the student's innermost line)."""
+def _asker(state: SimpleNamespace, frame) -> tuple[str, str]:
+    """Who asked for the event at `frame` (STUDENT, LIBRARY or HARNESS), and the student's
+    innermost line where student code asked."""
     while frame is not None:
         code = frame.f_code
         if id(code) in state.sanctioned:
-            return False, ""
+            return LIBRARY, ""
         if id(code) in state.boundary:
-            return True, ""
-        if frame.f_back is None and threading.get_ident() == state.main:
-            return False, ""  # the bottom of the main thread: the harness's boot code
+            return STUDENT, ""
+        if frame.f_back is None and _get_ident() == state.main:
+            return HARNESS, ""  # the bottom of the main thread: the harness's boot code
         if not _library_frame(state, code):
-            return True, _line(frame)
+            return STUDENT, _line(frame)
         frame = frame.f_back
     # The bottom of the stack without meeting student code: the harness's own work, unless the
     # thread is one the student started (its bottom is threading's bootstrap, library code).
-    return threading.get_ident() != state.main, ""
+    return (STUDENT if _get_ident() != state.main else HARNESS), ""
 
 
-def _hands_out_a_frame(state: _State, accessor) -> bool:
+def _hands_out_a_frame(state: SimpleNamespace, accessor) -> bool:
     """Whether the frame just taken reaches student code: taken by it, or by a library function
     that returns frames (inspect.stack, traceback.walk_tb) to it."""
-    if not _is_library(state, accessor.f_code.co_filename):
+    filename = accessor.f_code.co_filename
+    if not _is_library(state, filename):
         return True
-    module = Path(accessor.f_code.co_filename).stem
-    if (module, accessor.f_code.co_name) not in _FRAME_LEAKERS:
+    module = str.rpartition(_basename(_text(filename) or ""), ".")[0]
+    if (module, _text(accessor.f_code.co_name)) not in _FRAME_LEAKERS:
         return False
     consumer = accessor.f_back
     return consumer is not None and not _is_library(state, consumer.f_code.co_filename)
 
 
+def _frame_receiver(state: SimpleNamespace, accessor) -> tuple[str, str]:
+    return (STUDENT if _hands_out_a_frame(state, accessor) else LIBRARY), _line(accessor)
+
+
 def _line(frame) -> str:
-    return f"{Path(frame.f_code.co_filename).name}, line {frame.f_lineno}"
+    return f"{_basename(_text(frame.f_code.co_filename) or '?')}, line {int(frame.f_lineno or 0)}"
 
 
 def _verdict(event: str, args: tuple) -> tuple[str, str] | None:
     """(kind, words) of a refusal, if the event is one that student code may not raise."""
-    if event.startswith("ctypes."):
+    if str.startswith(event, "ctypes."):
         return TAMPERING, f"ctypes ({event})"
     if event in _TAMPER_EVENTS:
         return TAMPERING, event
-    if event == "sys._getframe" or (event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRIBUTES):
+    attribute = _text(args[1]) if event == "object.__getattr__" and len(args) > 1 else None
+    if event == "sys._getframe" or attribute in _FRAME_ATTRIBUTES:
         return REFUSED, FRAME
     if event == "open" and len(args) > 2:
-        path, mode, flags = args[0], args[1], args[2]
-        if isinstance(path, str) and (path.startswith("/proc/") or path == "/proc"):
+        path, mode, flags = _text(args[0]), _text(args[1]), args[2]
+        if path is not None and (str.startswith(path, "/proc/") or path == "/proc"):
             return TAMPERING, f"reading {path}"
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & _WRITE_FLAGS)
+        writes = (mode is not None and any(c in mode for c in "wax+")) or (type(flags) is int and flags & _WRITE_FLAGS)
         if writes:
-            return REFUSED, f"writing the file {path}"
+            return REFUSED, f"writing the file {path}" if path is not None else "writing a file"
     if event in ("os.rename", "os.link", "os.symlink", "os.remove", "os.rmdir", "os.mkdir", "os.truncate", "shutil.rmtree"):
         return REFUSED, f"changing files ({event})"
-    if event == "import" and args and str(args[0]).split(".")[0] in _NATIVE_MODULES:
-        return TAMPERING, f"importing {args[0]} (native code from Python)"
+    if event == "import" and args and str.partition(_text(args[0]) or "", ".")[0] in _NATIVE_MODULES:
+        return TAMPERING, f"importing {_text(args[0])} (native code from Python)"
     return None
 
 
-def _native_outside(state: _State, event: str, args: tuple) -> bool:
+def _native_outside(state: SimpleNamespace, event: str, args: tuple) -> bool:
     """An extension module loaded from outside the installation (a .so the student wrote or brought)."""
-    if event != "import" or len(args) < 2 or not isinstance(args[1], str):
+    filename = _text(args[1]) if event == "import" and len(args) > 1 else None
+    if filename is None:
         return False
-    filename = args[1]
-    return filename.endswith((".so", ".pyd")) and not _is_library(state, os.path.realpath(filename))
+    return str.endswith(filename, (".so", ".pyd")) and not _is_library(state, _realpath(filename))
 
 
-def _compiles_under_a_trusted_name(state: _State, event: str, args: tuple) -> bool:
+def _compiles_under_a_trusted_name(state: SimpleNamespace, event: str, args: tuple) -> bool:
     """Code compiled under the name of a library file that is not that file's text: an import
-    compiles the file's own bytes (where no cached bytecode exists); anything else borrows a name."""
-    if event != "compile" or len(args) < 2 or not isinstance(args[1], str) or not _is_library(state, args[1]):
+    compiles the file's own bytes (where no cached bytecode exists); anything else (another text,
+    or a syntax tree) borrows a name."""
+    filename = _text(args[1]) if event == "compile" and len(args) > 1 else None
+    if filename is None or not _is_library(state, filename):
         return False
-    source = args[0]
+    source = args[0]  # read through the base types' own methods, as _text does
+    if isinstance(source, str):
+        source = str.encode(source)
+    elif isinstance(source, bytes):
+        source = bytes(memoryview(source))
+    else:
+        return True  # a syntax tree: no file's text
     try:
-        text = Path(args[1]).read_bytes()
+        with open(filename, "rb") as file:
+            return source != file.read()
     except OSError:
         return True
-    return (source.encode() if isinstance(source, str) else source) != text
 
 
-def install(student_root: Path, sanctioned: set, boundary: set) -> tuple[Callable[[], list[Refusal]], Callable[[str], bool]]:
-    """Add the hook; returns a function that hands the harness the refusals so far (and clears
-    them), and the test of library code (a file name) that the hook uses."""
-    state = _State(Path(os.path.realpath(student_root)), sanctioned, boundary)
+def _judge(state: SimpleNamespace, event: str, args: tuple) -> tuple[str, str] | None:
+    verdict = _verdict(event, args)
+    if verdict is None and _native_outside(state, event, args):
+        verdict = (TAMPERING, f"loading native code from {_basename(_text(args[1]))}")
+    if verdict is None and _compiles_under_a_trusted_name(state, event, args):
+        verdict = (TAMPERING, f"compiling code under the name of {_text(args[1])}")
+    return verdict
 
-    def judge(event: str, args: tuple) -> tuple[str, str] | None:
-        verdict = _verdict(event, args)
-        if verdict is None and _native_outside(state, event, args):
-            verdict = (TAMPERING, f"loading native code from {Path(args[1]).name}")
-        if verdict is None and _compiles_under_a_trusted_name(state, event, args):
-            verdict = (TAMPERING, f"compiling code under the name of {args[1]}")
-        return verdict
 
+def _refuse(state: SimpleNamespace, kind: str, what: str, where: str) -> None:
+    state.refusals.append((kind, what, where))
+    raise PermissionError(f"the grader refuses {what} in graded code" + (f" ({where})" if where else ""))
+
+
+def _walked(state: SimpleNamespace, look: Callable, *args):
+    """`look(*args)` with the events of the hook's own walk (taking a frame, reading its code)
+    passing unjudged on this thread meanwhile."""
+    walking = state.walking
+    was, walking.on = getattr(walking, "on", False), True
+    try:
+        return look(*args)
+    finally:
+        walking.on = was
+
+
+def _genuine(state: SimpleNamespace, args: tuple, raiser) -> bool:
+    """Whether KEPT_EVENT comes from a gate's own code, with what the gate stands for, the call's
+    arguments and an empty list for the answer."""
+    kept = state.kept
+    return kept is not None and id(raiser.f_code) in kept["gates"] and len(args) == 3 and type(args[2]) is list
+
+
+def _hand_out(state: SimpleNamespace, args: tuple) -> None:
+    """A gate asks for the function it stands in for: what the keeper's rule allows goes into the
+    list. What the rule allows anyone (a redispatch of a custom op, on every call of it) needs no
+    walk; otherwise the walk says who asked: the harness may get more, student code that raises
+    the event itself or asks where the rule refuses is refused as tampering, and a library asking
+    where it may not gets nothing (the gate raises)."""
+    raiser = _walked(state, _getframe, 3)  # _walked, _hand_out, the hook, then the gate
+    genuine = _walked(state, _genuine, state, args, raiser)
+    kept, found, what = state.kept, None, f"raising the grader's own audit event {KEPT_EVENT}"
+    if genuine:
+        found, what = kept["hand_out"](kept, args[0], args[1], False)
+    if found is None:
+        who, where = _walked(state, _asker, state, raiser.f_back if genuine else raiser)
+        if genuine and who == HARNESS:
+            found, what = kept["hand_out"](kept, args[0], args[1], True)
+        if found is None and who == STUDENT:
+            _refuse(state, TAMPERING, what, where)
+    if found is not None:
+        list.append(args[2], found)
+
+
+def _hook_for(state: SimpleNamespace) -> Callable[[str, tuple], None]:
     def hook(event: str, args: tuple) -> None:
-        if getattr(state.busy, "on", False):
-            return  # the hook's own frame walk raises events too
-        if event == "exec" and args and hasattr(args[0], "co_code"):
-            if _is_library(state, args[0].co_filename):
-                return  # a library module's own code (an import): library code by its file name already
-            state.busy.on = True
-            try:
-                if not _student_origin(state, sys._getframe(1))[0]:
-                    _adopt(state, args[0])
-            finally:
-                state.busy.on = False
+        if event in _WALK_EVENTS and getattr(state.walking, "on", False):
+            return  # the hook's own walk
+        if event == KEPT_EVENT:
+            _hand_out(state, args)
             return
-        verdict = judge(event, args)
+        if event == "exec":
+            if args and type(args[0]) is CodeType and not _is_library(state, args[0].co_filename):
+                raiser = _walked(state, _getframe, 2)  # _walked, the hook, then the exec
+                if _walked(state, _asker, state, raiser)[0] != STUDENT:
+                    _adopt(state, args[0])
+            return  # a library module's own code (an import) is library code by its file name already
+        verdict = _judge(state, event, args)
         if verdict is None:
             return
-        state.busy.on = True
-        try:
-            frame = sys._getframe(1)
-            if verdict[1] == FRAME:
-                student, where = _hands_out_a_frame(state, frame), _line(frame)
-            else:
-                student, where = _student_origin(state, frame)
-        finally:
-            state.busy.on = False
-        if not student:
-            return
-        kind, what = verdict
-        state.refusals.append(Refusal(kind, what, where))
-        raise PermissionError(f"the grader refuses {what} in graded code" + (f" ({where})" if where else ""))
+        raiser = _walked(state, _getframe, 2)  # the frame that raised the event
+        if verdict[1] == FRAME:
+            who, where = _walked(state, _frame_receiver, state, raiser)
+        else:
+            who, where = _walked(state, _asker, state, raiser)
+        if who == STUDENT:
+            _refuse(state, verdict[0], verdict[1], where)
 
-    sys.addaudithook(hook)
+    return hook
+
+
+def install(student_root: Path, sanctioned: set, boundary: set,
+            kept: dict | None = None) -> tuple[Callable[[], list[Refusal]], Callable[[str], bool]]:  # fmt: skip
+    """Add the hook; returns a function that hands the harness the refusals so far (and clears
+    them), and the test of library code (a file name) that the hook uses. `kept` is what
+    switches.take_away took from student code, and the rule by which the hook hands it out."""
+    private = sealed(globals())
+    state = private["_new_state"](Path(os.path.realpath(student_root)), sanctioned, boundary, kept)
+    sys.addaudithook(private["_hook_for"](state))
+    is_library = private["_is_library"]
 
     def taken() -> list[Refusal]:
         found, state.refusals[:] = list(state.refusals), []
-        return found
+        return [Refusal(*refusal) for refusal in found]
 
-    return taken, lambda filename: _is_library(state, filename)
+    return taken, lambda filename: is_library(state, filename)
 
 
 def sanctioned_entries() -> set:

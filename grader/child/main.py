@@ -2,10 +2,11 @@
 
 Order matters. Everything the harness needs is imported and initialised (torch's CUDA context,
 Triton's driver and launch hooks) before any student code runs, so that nothing the student
-triggers later has a reason to do what the guard refuses; the snapshot of the harness's objects
-is taken next, and the guard is installed last. The job (seeds, the signing key) arrives on
-standard input and lives only in local variables from then on: no file, argument or module
-global holds it.
+triggers later has a reason to do what the guard refuses; the profiler's switches are then taken
+away (switches.py), the snapshot of the harness's objects is taken next, and the guard, which
+alone keeps what the switches stood for, is installed last. The job (seeds, the signing key)
+arrives on standard input and lives only in local variables from then on: no file, argument or
+module global holds it.
 """
 
 from __future__ import annotations
@@ -105,17 +106,22 @@ def main(lifeline: str) -> None:
         # torch 2.11 (the GPU image) and 2.13 both have the opt-out, which saves 1 s of each child's
         # start on the CPU machine and 6.5 s on the H100's.
         import torch._dynamo  # noqa: F401
-    from grader.child import guard, hooks, submission, worker
+    from grader.child import guard, hooks, submission, switches, worker
     from grader.child.launcher import CudaEntry
     from grader.child.snapshot import HarnessSnapshot
 
     root = Path(job.submission_dir)
     wrappers = hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
+    # The profiler's switches are taken away before student code runs: gates stand in for them, and
+    # only the guard's hook, installed below, holds what they stand for.
+    kept = switches.take_away()
     changed = HarnessSnapshot.take().changed  # the bound method: rebinding `changed` later silences nothing
     sanctioned = guard.sanctioned_entries() | wrappers | {CudaEntry.__call__.__code__}
     if job.device != "cuda":
         sanctioned |= interpreter.sanctioned_entries()  # kernel.warmup() compiles for the GPU, as on one
-    refusals, is_library = guard.install(root, sanctioned, {worker.call.__code__, submission.run_module.__code__})
+    boundary = {worker.call.__code__, submission.run_module.__code__}
+    refusals, is_library = guard.install(root, sanctioned, boundary, kept)
+    del kept
     writer.send(Hello("ready"))
     if job.gate_fd >= 0:
         # Student code runs only once the parent holds the GPU for this phase.

@@ -2,7 +2,8 @@
 
 `changed()` names each one that is no longer the same object: a submission that rebinds
 `torch.cuda.Event.elapsed_time` to report tiny times, or `time.perf_counter` to hide host time,
-or any function of the grader's own modules, is caught by name. The harness also keeps its own
+a method of the profiler's `record_function` to learn the harness's secret range name, or any
+function of the grader's own modules, is caught by name. The harness also keeps its own
 references to its clocks (timing.py), so such a patch changes no measurement either.
 """
 
@@ -26,11 +27,17 @@ WATCHED = {
     "torch.Tensor": ("copy_", "clone", "to", "cpu", "detach", "contiguous", "data_ptr", "untyped_storage",
                      "as_strided", "view", "fill_", "sum", "numpy"),
     "torch.UntypedStorage": ("data_ptr",),
-    "torch.autograd.profiler": ("profile", "record_function"),
+    "torch.autograd.profiler": ("profile", "record_function", "_prepare_profiler", "_enable_profiler",
+                                "_disable_profiler"),
     "json": ("dumps",),
     "hmac": ("new", "compare_digest"),
-    "os": ("write",),
+    "os": ("write", "urandom"),
+    "secrets": ("token_hex", "token_bytes"),
 }  # fmt: skip
+# The profiler's own classes, every attribute: a method of theirs rebound by student code would be
+# handed the secret name the harness gives its ranges (activity.py), and ops inside a range of that
+# name count as the harness's. The name comes from `secrets` (watched above).
+WATCHED_CLASSES = ("torch.autograd.profiler.record_function", "torch.autograd.profiler.profile")
 _MISSING = object()
 
 
@@ -45,6 +52,10 @@ class HarnessSnapshot:
             owner = _resolve(path)
             for name in names:
                 watched[f"{path}.{name}"] = (owner, name, inspect.getattr_static(owner, name, _MISSING))
+        for path in WATCHED_CLASSES:
+            owner = _resolve(path)
+            for name in set(vars(owner)) - {"__annotations__"}:
+                watched[f"{path}.{name}"] = (owner, name, inspect.getattr_static(owner, name))
         for module_name, module in list(sys.modules.items()):
             if module_name == "grader" or module_name.startswith("grader."):
                 _watch_module(module, module_name, watched)

@@ -1,0 +1,259 @@
+"""The profiler's switches, taken away before student code runs.
+
+The grader learns which torch ops a graded call ran from torch's profiler (activity.py), which
+sees each op as the dispatcher calls it (its RecordFunction callbacks). From inside its own call,
+student code could blind it, and the session would still end as if nothing had happened:
+- switch RecordFunction or the profiler's collection off: `_enable_record_function(False)`,
+  `_toggle_collection_dynamic`, `_clear_callbacks` (and the like in SWITCHES). The harness never
+  calls these once set up, so each is replaced by a refusal and no reference to it is kept.
+- stop the harness's session, read the harness's mark from what stopping returns, compute
+  unseen, then start a session of its own bearing the mark (LIFECYCLE): the harness starts and
+  stops its sessions with these, so they are gates.
+- run an op's kernel without the dispatcher's RecordFunction (DISPATCH): `OpOverload.redispatch`,
+  the `_op_dk` that torch.ops gives each overload (from `torch._C._get_operation_overload`), and
+  `torch.library.get_kernel(...).call_boxed`. torch's custom-op machinery does this on its own:
+  an op made with `torch.library.custom_op` redispatches itself below its autograd kernel, so
+  these are gates too.
+
+A gate stands in for the function, in every namespace that held it, and holds no reference to
+it: a call raises the guard's KEPT_EVENT with an empty list, and the guard's hook (the only
+holder of the original: an audit hook cannot be listed or removed from Python) judges who
+asked by its usual walk and puts the original in the list where `_hand_out` allows it:
+- the harness (no student code and no sanctioned entry on the stack): any gate but a switch;
+- anyone else: an op all of whose kernels were registered from Python (a student's custom op:
+  its kernels are Python, and every op they run passes through the dispatcher and is seen), or
+  an `_op_dk` to an op's composite kernel (written in other ops, each dispatched and seen).
+Student code refused is recorded as tampering with its line (guard.py). The list lives only in
+the gate's frame, out of student code's reach: frames and gc's walks are refused to it, and so
+are audit hooks, tracing and monitoring of its own, which would be handed the list.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import sys
+from types import FrameType, FunctionType, ModuleType
+
+import torch
+
+from grader.child.guard import KEPT_EVENT, sealed
+
+SWITCH, LIFECYCLE, DISPATCH, FACTORY = "switch", "lifecycle", "dispatch", "factory"
+# Switches of RecordFunction and of the profiler's collection (and the execution-trace observer,
+# which writes its own file from C++, where the guard does not look), by owner. The CUDA
+# profiler's start and stop exist where torch is built with CUDA; no kernel needs them.
+SWITCHES = {
+    "torch._C._autograd": ("_enable_record_function", "_toggle_collection_dynamic", "_clear_callbacks",
+                           "_set_empty_test_observer", "_kineto_step", "_enable_profiler_legacy",
+                           "_disable_profiler_legacy"),
+    "torch._C._profiler": ("_add_execution_trace_observer", "_enable_execution_trace_observer",
+                           "_disable_execution_trace_observer", "_remove_execution_trace_observer"),
+    "torch._C._cudart": ("cudaProfilerStart", "cudaProfilerStop"),
+}  # fmt: skip
+LIFECYCLE_GATES = {"torch._C._autograd": ("_prepare_profiler", "_enable_profiler", "_disable_profiler")}
+DISPATCH_GATES = {"torch._C._DispatchOperatorHandle": ("redispatch_boxed",),
+                  "torch._C._SafeKernelFunction": ("call_boxed",)}
+FACTORY_NAME = "torch._C._get_operation_overload"
+# Bound now, before student code could rebind them: how the rule reads which op a call is for.
+_dump = torch._C._dispatch_dump
+_Handle = torch._C._DispatchOperatorHandle
+_schema_of = vars(_Handle)["schema"].__func__
+_schema_name = vars(torch._C.FunctionSchema)["name"].fget
+_overload_name = vars(torch._C.FunctionSchema)["overload_name"].fget
+_Kernel = getattr(torch._C, "_SafeKernelFunction", None)  # torch.library.get_kernel's kernels, where torch has them
+_handle_of = getattr(vars(_Kernel).get("op_handle"), "fget", None) if _Kernel is not None else None
+_COMPOSITE = tuple(getattr(torch._C.DispatchKey, k) for k in ("CompositeImplicitAutograd",
+                                                              "CompositeImplicitAutogradNestedTensor")
+                   if hasattr(torch._C.DispatchKey, k))  # fmt: skip
+_REGISTERED_AT = re.compile(r"registered at (\S*)")
+_PYTHON_FILE = re.compile(r".+\.py:\d+")
+_audit = sys.audit
+
+
+def _refusal(name: str) -> PermissionError:
+    return PermissionError(f"the grader refuses {name} in graded code: it would blind the grader's profiler")
+
+
+def _gate(name):
+    """A function to stand in for the one `name` stands for, holding no reference to it."""
+
+    def gate(*args, **kwargs):
+        box = []
+        _audit(KEPT_EVENT, name, args, box)
+        if not box:
+            raise _refusal(name if isinstance(name, str) else "_op_dk")
+        return box[0](*args, **kwargs)
+
+    if isinstance(name, str):
+        gate.__name__ = gate.__qualname__ = name.rpartition(".")[2]
+    return gate
+
+
+def _overload_factory(qualname: str, overload: str):
+    """torch.ops's source of overloads, through a gate: each overload's `_op_dk` is a gate too."""
+    box = []
+    _audit(KEPT_EVENT, FACTORY_NAME, (), box)
+    if not box:
+        raise _refusal(FACTORY_NAME)
+    found = box[0](qualname, overload)
+    if found is None:
+        return None
+    op, _, tags = found
+    return op, _gate((qualname, overload)), tags
+
+
+def _resolve(path: str):
+    first, *rest = path.split(".")
+    found = sys.modules[first]
+    for name in rest:
+        found = getattr(found, name, None)
+    return found
+
+
+def take_away() -> dict:
+    """Put a gate in place of every switch, lifecycle and dispatch function, wherever it is held;
+    returns what the guard's hook keeps: each original the rule may hand out, the gates' code,
+    the rule, and the holders it found but could not change (`left`: none on the torch we ship)."""
+    taken = {}  # id of the original -> (the original, its gate, its kind, its name)
+    for group, kind in ((SWITCHES, SWITCH), (LIFECYCLE_GATES, LIFECYCLE), (DISPATCH_GATES, DISPATCH)):
+        for owner_path, names in group.items():
+            owner = _resolve(owner_path)
+            for name in names:
+                held = vars(owner).get(name) if owner is not None else None
+                if held is not None:  # None: not in this build of torch
+                    shown = f"{owner_path}.{name}"
+                    taken[id(held)] = (held, _gate(shown), kind, shown)
+    factory = torch._C._get_operation_overload
+    taken[id(factory)] = (factory, _overload_factory, FACTORY, FACTORY_NAME)
+    left = _replace_everywhere(taken)
+    for overload in _overloads():  # each holds its `_op_dk` alone (tests/test_guard.py)
+        if type(vars(overload).get("_op_dk")) is not FunctionType:
+            overload._op_dk = _gate((overload._schema.name, overload._schema.overload_name))
+    table = {shown: (kind, None if kind == SWITCH else held) for held, _, kind, shown in taken.values()}
+    gates = {id(c): c for c in (_gate("").__code__, _overload_factory.__code__)}
+    kept = {"table": table, "gates": gates, "python_only": {}, "op_dk": {}, "left": left}
+    kept["hand_out"] = sealed(globals())["_hand_out"]
+    return kept
+
+
+def _overloads() -> list:
+    """Every overload torch.ops has made so far: torch.ops keeps each namespace it made, a namespace
+    each packet, a packet each overload (the attribute it was first asked for)."""
+    found = []
+    for namespace in list(vars(torch.ops).values()):
+        if isinstance(namespace, torch._ops._OpNamespace):
+            for packet in list(vars(namespace).values()):
+                if isinstance(packet, torch._ops.OpOverloadPacket):
+                    found += [o for o in list(vars(packet).values()) if isinstance(o, torch._ops.OpOverload)]
+    return found
+
+
+def _class_namespaces(dicts: list) -> dict:
+    """The class that owns each of `dicts` as its namespace, by the dict's id: the classes whose
+    methods become gates first, then (one more walk of gc's objects) any other."""
+    known = [_resolve(path) for path in DISPATCH_GATES]
+    owners = {id(gc.get_referents(vars(cls))[0]): cls for cls in known if cls is not None}
+    modules = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, ModuleType)}
+    unknown = [d for d in dicts if id(d) not in owners and id(d) not in modules]
+    if unknown:
+        owners.update({id(namespace): o for o in gc.get_referrers(*unknown) if isinstance(o, type)
+                       for namespace in gc.get_referents(o) if isinstance(namespace, dict)})  # fmt: skip
+    return owners
+
+
+def _replace_everywhere(taken: dict) -> list[str]:
+    """Put each gate where its original is held: a module's or an instance's namespace, a class's
+    (through setattr, which keeps the type's method cache right), a list, a set or a cell.
+    Returns the holders of any other kind, which still hold it."""
+    originals = tuple(entry[0] for entry in taken.values())
+    mine = {id(taken), id(originals), *(id(entry) for entry in taken.values())}
+    gate_for = {key: entry[1] for key, entry in taken.items()}
+    holders = [h for h in gc.get_referrers(*originals) if id(h) not in mine and not isinstance(h, FrameType)]
+    classes = _class_namespaces([h for h in holders if isinstance(h, dict)])
+    left = []
+    for holder in holders:
+        if isinstance(holder, dict):
+            for key, value in list(holder.items()):
+                if id(value) not in gate_for:
+                    continue
+                if id(holder) in classes:
+                    setattr(classes[id(holder)], key, gate_for[id(value)])
+                else:
+                    holder[key] = gate_for[id(value)]
+        elif isinstance(holder, list):
+            holder[:] = [gate_for.get(id(v), v) for v in holder]
+        elif isinstance(holder, set):
+            found = {v for v in holder if id(v) in gate_for}
+            holder.difference_update(found)
+            holder.update(gate_for[id(v)] for v in found)
+        elif type(holder).__name__ == "cell":
+            holder.cell_contents = gate_for[id(holder.cell_contents)]
+        else:
+            left.append(f"a {type(holder).__name__}: {str(holder)[:120]}")
+    return left
+
+
+# --- The rule, run inside the guard's hook (over a sealed copy of this module's namespace) ---------
+
+
+def _hand_out(kept: dict, name, args: tuple, harness: bool) -> tuple[object, str]:
+    """(what the gate standing for `name` may call, for a caller that is or is not the harness; or
+    None), and the refusal in words."""
+    if type(name) is tuple:
+        return _op_dk(kept, name, args, harness)
+    entry = kept["table"].get(name) if type(name) is str else None
+    if entry is None:
+        return None, "a gate of the grader's, called for nothing it stands for"
+    kind, original = entry
+    if kind == SWITCH:
+        return None, f"{name} (a switch of the grader's profiler)"
+    if kind == FACTORY or (harness and kind in (LIFECYCLE, DISPATCH)):
+        return original, ""
+    if kind == LIFECYCLE:
+        return None, f"{name} (the grader's profiler session is the grader's to start and stop)"
+    op = _op_of(args)
+    if op is not None and _python_only(kept, op):
+        return original, ""
+    return None, f"{name} of {op or 'an op'} (it runs torch's kernel where the grader's profiler does not see it)"
+
+
+def _op_dk(kept: dict, name: tuple, args: tuple, harness: bool) -> tuple[object, str]:
+    """An overload's `_op_dk(key, ...)`: the op's kernel for one dispatch key."""
+    if len(name) != 2 or type(name[0]) is not str or type(name[1]) is not str:
+        return None, "_op_dk of a forged name"
+    op = name[0] + "." + name[1] if name[1] else name[0]
+    composite = len(args) > 0 and any(args[0] is key for key in _COMPOSITE)
+    if not (harness or composite or _python_only(kept, op)):
+        return None, f"_op_dk of {op} (it runs torch's kernel where the grader's profiler does not see it)"
+    found = kept["op_dk"].get(name)
+    if found is None:
+        made = kept["table"][FACTORY_NAME][1](name[0], name[1])
+        if made is None:
+            return None, f"_op_dk of {op}, which does not exist"
+        found = kept["op_dk"][name] = made[1]
+    return found, ""
+
+
+def _op_of(args: tuple) -> str | None:
+    """The op a redispatch (`handle.redispatch_boxed(keyset, ...)`) or a kernel's direct call
+    (`kernel.call_boxed(keyset, ...)`) is for, read through references taken at import."""
+    held = args[0] if args else None
+    if _handle_of is not None and type(held) is _Kernel:
+        held = _handle_of(held)
+    if type(held) is not _Handle:
+        return None
+    schema = _schema_of(held)
+    name, overload = _schema_name(schema), _overload_name(schema)
+    return name + "." + overload if overload else name
+
+
+def _python_only(kept: dict, op: str) -> bool:
+    """Whether every kernel of `op` was registered from Python: the op is of Python's own making
+    (a custom op), and whatever its kernels run passes through the dispatcher, where the profiler
+    sees it. torch's own ops, and those of native extensions, have kernels registered in C++."""
+    known = kept["python_only"].get(op)
+    if known is None:
+        places = _REGISTERED_AT.findall(_dump(op))
+        known = kept["python_only"][op] = bool(places) and all(_PYTHON_FILE.fullmatch(p) for p in places)
+    return known
