@@ -51,8 +51,9 @@ def _next(pending: list, running: dict, gpu_gib: float):
     """The next pending assignment to start (`pending` largest first): of the sets of pending
     gradings that fit beside the running ones, the one that starts the most, then the one that
     holds the most (the largest take longest), and of that set its largest; the first, if none
-    runs and none fits. On an H100 (79.6 GiB), largest first started flash_attention, softmax
-    and matmul, and the other three waited 86 s for a place; this starts all but softmax."""
+    runs and none fits. For solutions/ on an H100 (79.6 GiB), largest first started the two
+    32 GiB assignments and one more, and the other three waited 86 s for a place; this starts
+    five of the six."""
     room = gpu_gib - sum(a.gpu_memory_gib + CONTEXT_GIB for a in running.values())
     fits = [chosen for size in range(1, len(pending) + 1) for chosen in combinations(pending, size)
             if sum(a.gpu_memory_gib + CONTEXT_GIB for a in chosen) <= room]  # fmt: skip
