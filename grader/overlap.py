@@ -21,7 +21,6 @@ import multiprocessing
 import shutil
 import tempfile
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from itertools import combinations
 from pathlib import Path
 from typing import Callable
 
@@ -47,19 +46,33 @@ def _quiet(text: str) -> None:
     pass
 
 
+def _need(assignment) -> float:
+    return assignment.gpu_memory_gib + CONTEXT_GIB
+
+
+def _most_that_fit(assignments, room: float) -> int:
+    """How many of `assignments` fit in `room` at once (the smallest first)."""
+    count = 0
+    for need in sorted(_need(a) for a in assignments):
+        if need > room:
+            break
+        room, count = room - need, count + 1
+    return count
+
+
 def _next(pending: list, running: dict, gpu_gib: float):
-    """The next pending assignment to start (`pending` largest first): of the sets of pending
-    gradings that fit beside the running ones, the one that starts the most, then the one that
-    holds the most (the largest take longest), and of that set its largest; the first, if none
+    """The next pending assignment to start (`pending` largest first): the largest whose start
+    still lets as many gradings start as fit beside the running ones at all; the first, if none
     runs and none fits. For solutions/ on an H100 (79.6 GiB), largest first started the two
     32 GiB assignments and one more, and the other three waited 86 s for a place; this starts
-    five of the six."""
-    room = gpu_gib - sum(a.gpu_memory_gib + CONTEXT_GIB for a in running.values())
-    fits = [chosen for size in range(1, len(pending) + 1) for chosen in combinations(pending, size)
-            if sum(a.gpu_memory_gib + CONTEXT_GIB for a in chosen) <= room]  # fmt: skip
-    best = max(fits, key=lambda chosen: (len(chosen), sum(a.gpu_memory_gib for a in chosen)), default=None)
-    if best is not None:
-        return best[0]
+    five of the six. (A few passes over the pending ones per choice, not one per subset of them:
+    a course may list many assignments.)"""
+    room = gpu_gib - sum(_need(a) for a in running.values())
+    most = _most_that_fit(pending, room)
+    for i, assignment in enumerate(pending):
+        rest = pending[:i] + pending[i + 1 :]
+        if most and _need(assignment) <= room and 1 + _most_that_fit(rest, room - _need(assignment)) == most:
+            return assignment
     return pending[0] if pending and not running else None
 
 
