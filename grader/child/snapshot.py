@@ -49,11 +49,11 @@ class HarnessSnapshot:
     def take(cls) -> HarnessSnapshot:
         watched: dict[str, tuple[object, str, object]] = {}
         for path, names in WATCHED.items():
-            owner = _resolve(path)
+            owner = resolve(path)
             for name in names:
                 watched[f"{path}.{name}"] = (owner, name, inspect.getattr_static(owner, name, _MISSING))
         for path in WATCHED_CLASSES:
-            owner = _resolve(path)
+            owner = resolve(path)
             for name in set(vars(owner)) - {"__annotations__"}:
                 watched[f"{path}.{name}"] = (owner, name, inspect.getattr_static(owner, name))
         for module_name, module in list(sys.modules.items()):
@@ -67,11 +67,13 @@ class HarnessSnapshot:
                       if inspect.getattr_static(owner, attr, _MISSING) is not held)  # fmt: skip
 
 
-def _resolve(path: str) -> object:
+def resolve(path: str, strict: bool = True) -> object:
+    """The object a dotted path names, from its top module down; not `strict`: None where an
+    attribute is missing (a part of torch this build lacks)."""
     first, *rest = path.split(".")
     found = sys.modules.get(first) or importlib.import_module(first)
     for name in rest:
-        found = getattr(found, name)
+        found = getattr(found, name) if strict else getattr(found, name, None)
     return found
 
 

@@ -38,6 +38,7 @@ from types import FrameType, FunctionType, ModuleType
 import torch
 
 from grader.child.guard import KEPT_EVENT, sealed
+from grader.child.snapshot import resolve
 
 SWITCH, LIFECYCLE, DISPATCH, FACTORY = "switch", "lifecycle", "dispatch", "factory"
 # Switches of RecordFunction and of the profiler's collection (and the execution-trace observer,
@@ -103,14 +104,6 @@ def _overload_factory(qualname: str, overload: str):
     return op, _gate((qualname, overload)), tags
 
 
-def _resolve(path: str):
-    first, *rest = path.split(".")
-    found = sys.modules[first]
-    for name in rest:
-        found = getattr(found, name, None)
-    return found
-
-
 def take_away() -> dict:
     """Put a gate in place of every switch, lifecycle and dispatch function, wherever it is held;
     returns what the guard's hook keeps: each original the rule may hand out, the gates' code,
@@ -118,7 +111,7 @@ def take_away() -> dict:
     taken = {}  # id of the original -> (the original, its gate, its kind, its name)
     for group, kind in ((SWITCHES, SWITCH), (LIFECYCLE_GATES, LIFECYCLE), (DISPATCH_GATES, DISPATCH)):
         for owner_path, names in group.items():
-            owner = _resolve(owner_path)
+            owner = resolve(owner_path, strict=False)
             for name in names:
                 held = vars(owner).get(name) if owner is not None else None
                 if held is not None:  # None: not in this build of torch
@@ -152,7 +145,7 @@ def _overloads() -> list:
 def _class_namespaces(dicts: list) -> dict:
     """The class that owns each of `dicts` as its namespace, by the dict's id: the classes whose
     methods become gates first, then (one more walk of gc's objects) any other."""
-    known = [_resolve(path) for path in DISPATCH_GATES]
+    known = [resolve(path, strict=False) for path in DISPATCH_GATES]
     owners = {id(gc.get_referents(vars(cls))[0]): cls for cls in known if cls is not None}
     modules = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, ModuleType)}
     unknown = [d for d in dicts if id(d) not in owners and id(d) not in modules]
