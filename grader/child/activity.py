@@ -13,10 +13,11 @@ time to every kernel (a 3.3 us add took 8.6 us), which would distort the timing 
 so kernels are recorded during correctness calls only, and the timed calls run under a host-only
 profile (torch ops of every thread, no GPU cost) whose state looks the same from inside a call.
 
-The session's records are read straight from the profiler's result (`events`), nested by time on
-each thread as torch's own `function_events` nests them: that reading builds a Python object of
-forty fields per record and took about 0.7 s per benchmark on an H100 machine (some 8,000 records,
-mostly the harness's own), inside the timing phase; this one keeps the six fields judged here.
+The session's records are read straight from the profiler's result (`read_events`), nested by
+time on each thread as torch's own `function_events` nests them: that reading builds a Python
+object of forty fields per record and took about 0.7 s per benchmark on an H100 machine (some
+8,000 records, mostly the harness's own), inside the timing phase; this one keeps the six fields
+judged here.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Session:
     def __exit__(self, *exc) -> None:
         try:
             self.profile.__exit__(*exc)
-            self.events = events(self.profile.kineto_results)
+            self.events = read_events(self.profile.kineto_results)
         except (RuntimeError, AssertionError, AttributeError):
             self.lost, self.events = True, []
         self.lost = self.lost or not any(e.name == self.harness for e in self.events)
@@ -84,7 +85,7 @@ class Event:
         self.cpu_children: list[Event] = []
 
 
-def events(result) -> list[Event]:
+def read_events(result) -> list[Event]:
     """A session's records, in order of their start, each host record linked to the one it ran in.
     The same records, names and nesting as torch's `function_events`: its bookkeeping records
     left out, a range that ends on another thread than it began (async) never a parent, an op's
