@@ -43,6 +43,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, BinaryIO
 
 from grader.text import printable
+from grader.reasons import CHILD_FAILURES
 
 PREFIX = struct.Struct(">IQ")  # header length, payload length
 MAC_BYTES = 32
@@ -368,6 +369,8 @@ def _build_dataclass(kind: type, data: Any, where: str) -> Any:
             values[f.name] = _build(hints[f.name], data[f.name], f"{where}.{f.name}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise _fail(f"{where}.{f.name}", "a value")
+    if kind is Failure and values["reason"] not in CHILD_FAILURES:
+        raise _fail(f"{where}.reason", "a reason a child may give for a failure")
     return kind(**values)
 
 

@@ -13,18 +13,20 @@ import secrets
 import pytest
 
 from grader import isolation, messages
-from grader.messages import Finished, Hello, Imported
+from grader.messages import Done, Failure, Finished, Hello, Imported, Start, Task
 
 CAP = 16 * 2**30  # the assignment's gpu_memory_gib, in bytes
+TASK = Task("t", "add", "case", 0, 0)
 
 
-def _read(sent: list, tmp_path, signed_with: bytes | None = None, gate=None) -> isolation.ChildRun:
+def _read(sent: list, tmp_path, signed_with: bytes | None = None, gate=None, tasks=()) -> isolation.ChildRun:
     """What the parent makes of `sent`, each message signed as a child signs it: with the job's key,
-    or with `signed_with`; `gate(stage)` is called as a gated child's parent would open it."""
+    or with `signed_with`; `gate(stage)` is called as a gated child's parent would open it; `tasks`
+    are the job's."""
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     run = isolation.ChildRun()
-    channel = isolation._Channel(read_fd, key, tmp_path, [], run, lambda: None, CAP, gate)
+    channel = isolation._Channel(read_fd, key, tmp_path, list(tasks), run, lambda: None, CAP, gate)
     writer = messages.FrameWriter(write_fd, signed_with or key)
     for message in sent:
         writer.send(message)
@@ -85,3 +87,19 @@ def test_the_phases_line_shows_the_most_gpu_memory_any_child_held():
     assert phases.line() == "start 2.0 s, correctness 4.0 s, timing 1.0 s (GPU memory held by torch: at most 3.0 GiB)"
     assert phases.gpu_reserved_bytes == 3 * 2**30
     assert "GPU memory" not in Phases(start=1.0).line(), "the CPU tier reports none"
+
+
+@pytest.mark.parametrize("reason", ["ok", "too_slow", "no_gpu", "a reason of its own"])
+def test_a_failure_no_child_may_report_is_tampering(tmp_path, reason):
+    """A child's Failure is its own account of the student's code (an import error, a crash): a
+    reason only the parent gives, "ok" above all, is not a child's to give."""
+    run = _read([Hello("ready"), Start("t"), Done("t", Failure(reason, "the child's word"))], tmp_path, tasks=[TASK])
+    assert run.violation is not None and run.violation.reason == "tampering", reason
+    assert "a reason a child may give" in run.violation.message
+    assert run.outcomes == {}, run.outcomes
+
+
+def test_a_failure_a_child_may_report_is_taken(tmp_path):
+    run = _read([Hello("ready"), Start("t"), Done("t", Failure("import_error", "no module named tritonn"))], tmp_path,
+                tasks=[TASK])  # fmt: skip
+    assert run.violation is None and run.outcomes["t"].outcome.reason == "import_error"
