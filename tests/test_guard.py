@@ -448,3 +448,194 @@ def test_a_custom_op_with_its_own_autograd_is_graded_right(tmp_path: Path, devic
     scored = [t for t in result.tests if t.kind == "correctness" and t.graded]
     failed = [(t.name, t.reason, t.output[:300]) for t in scored if not t.passed]
     assert scored and not failed, failed
+
+
+SIGNALS = '''
+import _imp
+import importlib.machinery
+import signal
+import sys
+
+import torch
+
+caught = []
+
+
+def _handler(signum, frame):  # would be handed the frame the signal interrupts: the harness's, often
+    caught.append(frame)
+
+
+def _spec(name, origin=None):
+    return importlib.machinery.ModuleSpec(name, None, origin=origin)
+
+
+def handler_set():
+    return str(signal.signal(signal.SIGALRM, _handler))
+
+
+def handler_set_by__signal():
+    import _signal
+
+    return str(_signal.signal(signal.SIGUSR1, _handler))
+
+
+def fresh__signal_module():
+    return str(_imp.create_builtin(_spec("_signal")).signal(signal.SIGALRM, _handler))
+
+
+def _signal_imported_again():
+    kept = sys.modules.pop("_signal")
+    try:
+        import _signal
+
+        return str(_signal.signal(signal.SIGALRM, _handler))
+    finally:
+        sys.modules["_signal"] = kept
+
+
+def fresh__imp_module():
+    return str(_imp.create_builtin(_spec("_imp")).create_builtin(_spec("_signal")))
+
+
+def torch_C_made_again():  # single-phase init: its first namespace written back over the gates
+    return str(_imp.create_dynamic(torch._C.__spec__))
+
+
+def torch_C_under_another_name():  # the same file by another path and name
+    return str(_imp.create_dynamic(_spec("elsewhere._C", torch._C.__file__.replace("/", "//"))))
+
+
+class _Shifty:
+    """A spec whose name reads as an unloaded module first and as `_signal` after."""
+
+    reads = 0
+    origin = loader = submodule_search_locations = None
+
+    def __init__(self, first):
+        self.first = first
+
+    @property
+    def name(self):
+        _Shifty.reads += 1
+        return self.first if _Shifty.reads == 1 else "_signal"
+
+
+def a_name_that_changes():
+    first = next(n for n in ("_tokenize", "_symtable", "xxsubtype") if n not in sys.modules)
+    made = _imp.create_builtin(_Shifty(first))
+    return [made.__name__ == first, hasattr(made, "signal")]
+
+
+def _copy(x, **kwargs):  # would be handed every copy the harness makes of an output
+    return x
+
+
+def aten_kernel_registered():
+    torch.library.Library("aten", "IMPL").impl("_to_copy", _copy, "CPU")
+    return "registered"
+
+
+def aten_kernel_through_torchs_own_library():
+    from torch import _meta_registrations
+
+    _meta_registrations._meta_lib_dont_use_me_use_register_meta.impl("_to_copy", _copy, "CPU")
+    return "registered"
+
+
+def aten_kernel_through_the_api():
+    torch.library.register_kernel("aten::_to_copy", "cpu", _copy)
+    return "registered"
+
+
+def its_own_op_and_kernel():
+    library = torch.library.Library("student_guard", "FRAGMENT")
+    library.define("twice(Tensor x) -> Tensor")
+    library.impl("twice", lambda x: x * 2, "CPU")
+    return torch.ops.student_guard.twice(torch.ones(2)).tolist()
+
+
+def a_torch_module_imported_lazily():  # registers for torch's own namespaces as it is imported
+    import torch.distributed._functional_collectives as loaded
+
+    return loaded.__name__
+
+
+def new_modules_still_import():
+    import importlib
+
+    builtin = next(n for n in ("xxsubtype", "_symtable", "_tokenize") if n not in sys.modules)
+    extension = next(n for n in ("_lsprof", "syslog", "resource", "_zoneinfo") if n not in sys.modules)
+    return [importlib.import_module(builtin).__name__, importlib.import_module(extension).__name__]
+'''
+
+SIGNALS_HARNESS = """
+import json, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import torch
+from grader.child import guard, switches
+
+root = Path(sys.argv[2])
+ATTACKS = ("handler_set", "handler_set_by__signal", "fresh__signal_module", "_signal_imported_again",
+           "fresh__imp_module", "torch_C_made_again", "torch_C_under_another_name", "aten_kernel_registered",
+           "aten_kernel_through_torchs_own_library", "aten_kernel_through_the_api")
+ALLOWED = ("a_name_that_changes", "new_modules_still_import", "its_own_op_and_kernel",
+           "a_torch_module_imported_lazily")
+
+
+def load():
+    import student
+
+    return student
+
+
+def call(fn):
+    return fn()
+
+
+taken, _ = guard.install(root, set(), {load.__code__, call.__code__}, switches.take_away())
+sys.path.insert(0, str(root))
+student = load()
+found = {}
+for name in (*ATTACKS, *ALLOWED):
+    try:
+        found[name] = "allowed: " + json.dumps(call(getattr(student, name)))
+    except PermissionError as error:
+        found[name] = "refused: " + str(error)
+tampering = [f"{r.what} ({r.where})" for r in taken() if r.kind == guard.TAMPERING]
+harness_may = signal.signal(signal.SIGUSR2, signal.SIG_IGN) == signal.SIG_DFL  # the harness itself may
+print(json.dumps({"found": found, "tampering": tampering, "attacks": ATTACKS, "harness_may": harness_may,
+                  "handlers": [signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGALRM, signal.SIGUSR1)],
+                  "copied": torch.ones(2).to(torch.float64, copy=True).tolist(),
+                  "factory_gated": torch._C._get_operation_overload.__module__ == switches.__name__}))
+"""
+
+
+def test_signal_handlers_kernels_and_modules_made_again_are_the_graders_alone(tmp_path: Path) -> None:
+    """A signal handler is handed the frame each signal interrupts, a harness frame as often as
+    not, with no audit event on the way: student code may set none, through `signal`, `_signal`,
+    a fresh `_signal` from `_imp` or a second import of it. Nor may it register a kernel for an
+    op of torch's (it would run inside the harness's own torch calls): not through a library of
+    its own for aten, torch's own library object, or torch.library's API; its own op in its own
+    namespace still works, and so does a torch module that registers for torch's namespaces as
+    it is imported lazily. Nor may it make again a module loaded before it ran: a fresh `_imp`,
+    or torch._C, whose first namespace would come back over the profiler's gates. A spec's name
+    is read once, so one that changes between reads makes the module it first named; modules not
+    yet loaded import as before."""
+    result = _run(SIGNALS_HARNESS, SIGNALS, tmp_path, timeout=120)
+    found, tampering = result["found"], "\n".join(result["tampering"])
+    for attack in result["attacks"]:
+        assert found[attack].startswith("refused"), f"{attack}: {found[attack]}"
+    assert len(result["tampering"]) == len(result["attacks"]), f"one refusal per attack:\n{tampering}"
+    for words in ("_signal.signal (a signal handler", "_imp.create_builtin of _signal", "_imp.create_builtin of _imp",
+                  "_imp.create_dynamic of torch._C", "_imp.create_dynamic of elsewhere._C", "(student.py, line",
+                  "_dispatch_library for aten::", "_DispatchModule.impl on a library of torch's"):
+        assert words in tampering, f"no tampering recorded for {words}:\n{tampering}"
+    assert result["handlers"] == [True, True], "a student's handler was set"
+    assert result["factory_gated"], "torch._C's overload factory is still a gate"
+    assert found["a_name_that_changes"] == "allowed: [true, false]", found["a_name_that_changes"]
+    for name in ("new_modules_still_import", "a_torch_module_imported_lazily"):
+        assert found[name].startswith("allowed: "), found[name]
+    assert found["its_own_op_and_kernel"] == "allowed: [2.0, 2.0]", found["its_own_op_and_kernel"]
+    assert result["copied"] == [1.0, 1.0], "torch's own copy kernel still runs"
+    assert result["harness_may"], "the harness sets its own handlers"

@@ -14,7 +14,8 @@ grader, including code the student compiles at run time under a borrowed name (c
 the name of a trusted file is itself refused). Code below `call` (the one place the harness
 hands control to student code), or on a thread the student started, with no sanctioned entry
 in between, is the student's. Sanctioned entries are code objects, compared by identity, so
-no name can impersonate one.
+no name can impersonate one. For what the keeper hands out (below), a library module's top-level
+code run by an import (one the student's code set off, say) speaks for the library.
 
 What is refused splits in two. `tampering`: ctypes, gc's object walks, tracing and monitoring
 (an audit hook of the student's own among them: it would see every other event's arguments),
@@ -56,6 +57,9 @@ KEPT_EVENT = "grader.kept"  # a gate asks the hook for the function it stands in
 # Who asked for an event: student code, a sanctioned library entry acting on its own behalf, or
 # the harness (the bottom of the main thread reached with neither on the way).
 STUDENT, LIBRARY, HARNESS = "student", "library", "harness"
+# A library module's own top-level code, run by an import that student code set off: what it does
+# is the library's (torch registers kernels for its own namespaces as it imports a module lazily).
+IMPORT = "import"
 # Library functions that hand frame objects to their caller; any other library use of frames
 # (typing, namedtuple, enum, logging, traceback's formatting) keeps them to itself.
 _FRAME_LEAKERS = frozenset(
@@ -106,6 +110,7 @@ def _new_state(student_root: Path, sanctioned: set, boundary: set, kept: dict | 
         walking=threading.local(),  # .on: this thread's hook is walking its stack
         main=threading.main_thread().ident,
         library_codes={},  # code that library code compiled and ran (a Triton binder)
+        imported={},  # library modules' top-level code, as the import system ran it (IMPORT)
         kept=kept,  # what switches.take_away took from student code, and its rule
     )
 
@@ -133,7 +138,7 @@ def sealed(namespace: dict, **replacing) -> dict:
 
 # os.path.realpath over snapshots of `os` and `stat` taken now: it follows links with os.lstat and
 # os.readlink, which student code could rebind to make its own .so look like the installation's.
-_realpath = sealed(vars(os.path), os=SimpleNamespace(**vars(os)), stat=SimpleNamespace(**vars(stat)))["realpath"]
+realpath = sealed(vars(os.path), os=SimpleNamespace(**vars(os)), stat=SimpleNamespace(**vars(stat)))["realpath"]
 
 
 def _text(value) -> str | None:
@@ -172,9 +177,10 @@ def _is_library(state: SimpleNamespace, filename) -> bool:
     return str.startswith(filename, state.trusted) and not str.startswith(filename, state.student_root)
 
 
-def _asker(state: SimpleNamespace, frame) -> tuple[str, str]:
-    """Who asked for the event at `frame` (STUDENT, LIBRARY or HARNESS), and the student's
-    innermost line where student code asked."""
+def _asker(state: SimpleNamespace, frame, imports: bool = False) -> tuple[str, str]:
+    """Who asked for the event at `frame` (STUDENT, LIBRARY or HARNESS; with `imports`, IMPORT
+    where a library module's top level comes first), and the student's innermost line where
+    student code asked."""
     while frame is not None:
         code = frame.f_code
         if id(code) in state.sanctioned:
@@ -185,10 +191,23 @@ def _asker(state: SimpleNamespace, frame) -> tuple[str, str]:
             return HARNESS, ""  # the bottom of the main thread: the harness's boot code
         if not _library_frame(state, code):
             return STUDENT, _line(frame)
+        if imports and id(code) in state.imported:
+            return IMPORT, ""
         frame = frame.f_back
     # The bottom of the stack without meeting student code: the harness's own work, unless the
     # thread is one the student started (its bottom is threading's bootstrap, library code).
     return (STUDENT if _get_ident() != state.main else HARNESS), ""
+
+
+def _run_by_the_import_system(runner) -> bool:
+    """Whether the exec that `runner` called is an import's: a loader's `exec_module` running a
+    module's top-level code, and not student code running a library file's text under its name.
+    (Student code that drives a loader by hand, over a module of its own, passes for an import.)"""
+    loader = runner.f_back if runner is not None else None
+    return (loader is not None and _text(runner.f_code.co_name) == "_call_with_frames_removed"
+            and _text(runner.f_code.co_filename) == "<frozen importlib._bootstrap>"
+            and _text(loader.f_code.co_name) == "exec_module"
+            and _text(loader.f_code.co_filename) == "<frozen importlib._bootstrap_external>")  # fmt: skip
 
 
 def _hands_out_a_frame(state: SimpleNamespace, accessor) -> bool:
@@ -240,7 +259,7 @@ def _native_outside(state: SimpleNamespace, event: str, args: tuple) -> bool:
     filename = _text(args[1]) if event == "import" and len(args) > 1 else None
     if filename is None:
         return False
-    return str.endswith(filename, (".so", ".pyd")) and not _is_library(state, _realpath(filename))
+    return str.endswith(filename, (".so", ".pyd")) and not _is_library(state, realpath(filename))
 
 
 def _compiles_under_a_trusted_name(state: SimpleNamespace, event: str, args: tuple) -> bool:
@@ -299,7 +318,8 @@ def _genuine(state: SimpleNamespace, args: tuple, raiser) -> bool:
 def _hand_out(state: SimpleNamespace, args: tuple) -> None:
     """A gate asks for the function it stands in for: what the keeper's rule allows goes into the
     list. What the rule allows anyone (a redispatch of a custom op, on every call of it) needs no
-    walk; otherwise the walk says who asked: the harness may get more, student code that raises
+    walk; otherwise the walk says who asked: the harness (or a library module's own top level,
+    imported on student code's behalf) may get more, student code that raises
     the event itself or asks where the rule refuses is refused as tampering, and a library asking
     where it may not gets nothing (the gate raises)."""
     raiser = _walked(state, _getframe, 3)  # _walked, _hand_out, the hook, then the gate
@@ -308,8 +328,8 @@ def _hand_out(state: SimpleNamespace, args: tuple) -> None:
     if genuine:
         found, what = kept["hand_out"](kept, args[0], args[1], False)
     if found is None:
-        who, where = _walked(state, _asker, state, raiser.f_back if genuine else raiser)
-        if genuine and who == HARNESS:
+        who, where = _walked(state, _asker, state, raiser.f_back if genuine else raiser, genuine)
+        if genuine and who in (HARNESS, IMPORT):
             found, what = kept["hand_out"](kept, args[0], args[1], True)
         if found is None and who == STUDENT:
             _refuse(state, TAMPERING, what, where)
@@ -329,6 +349,9 @@ def _hook_for(state: SimpleNamespace) -> Callable[[str, tuple], None]:
                 raiser = _walked(state, _getframe, 2)  # _walked, the hook, then the exec
                 if _walked(state, _asker, state, raiser)[0] != STUDENT:
                     _adopt(state, args[0])
+            elif args and type(args[0]) is CodeType:
+                if _walked(state, _run_by_the_import_system, _walked(state, _getframe, 2)):
+                    state.imported[id(args[0])] = args[0]
             return  # a library module's own code (an import) is library code by its file name already
         verdict = _judge(state, event, args)
         if verdict is None:

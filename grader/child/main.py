@@ -12,6 +12,7 @@ module global holds it.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -110,6 +111,10 @@ def main(lifeline: str) -> None:
     from grader.child.launcher import CudaEntry
     from grader.child.snapshot import HarnessSnapshot
 
+    # Ctrl-C's handler raises KeyboardInterrupt wherever the main thread is, in the harness's code
+    # too, and `_thread.interrupt_main` calls it from any thread: the child keeps the default (it
+    # dies, and the parent says so). Student code may set no handler of its own (switches.py).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     root = Path(job.submission_dir)
     wrappers = hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
     # The profiler's switches are taken away before student code runs: gates stand in for them, and

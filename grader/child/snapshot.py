@@ -29,6 +29,8 @@ WATCHED = {
     "torch.UntypedStorage": ("data_ptr",),
     "torch.autograd.profiler": ("profile", "record_function", "_prepare_profiler", "_enable_profiler",
                                 "_disable_profiler"),
+    # What dispatch_state.py reads the pre-dispatch modes through (the rest it reads in torch._C).
+    "torch._ops": ("mode_stack_state_for_pre_dispatch", "unset_mode_pre_dispatch"),
     "json": ("dumps",),
     "hmac": ("new", "compare_digest"),
     "os": ("write", "urandom"),

@@ -26,6 +26,23 @@ asked by its usual walk and puts the original in the list where `_hand_out` allo
 Student code refused is recorded as tampering with its line (guard.py). The list lives only in
 the gate's frame, out of student code's reach: frames and gc's walks are refused to it, and so
 are audit hooks, tracing and monitoring of its own, which would be handed the list.
+
+Two more ways around the guard are gates of the same kind, though they are not the profiler's:
+- a signal handler (HANDLER): Python hands it the frame each signal interrupts, with no audit
+  event on the way, and in the child that is a harness frame as often as a student's; from one,
+  the worker's `send`, and every report before it is signed. Only the harness may set one.
+- registering kernels (REGISTRAR): a kernel of the student's own registered for an op of torch's
+  (`torch.library.Library("aten", "IMPL").impl("_to_copy", ...)`) would run inside the harness's
+  torch calls after the call returns: copying an output to the host, say, which it could answer
+  with the right sum. Student code may register for namespaces that no op held before it ran
+  (its own custom ops), through libraries it made itself; torch's own libraries, and libraries
+  for torch's namespaces, are the harness's.
+- making a module again (MAKER): `_imp.create_builtin` makes a fresh `_signal` or `_imp`, whose
+  functions no gate stands for, and `_imp.create_dynamic` of an extension module of single-phase
+  init (torch._C) writes that module's first namespace back into the live module, originals over
+  gates. Every import of a builtin or extension module passes through these: they make any module
+  but one the child had loaded before student code ran, from the caller's spec read once (a name
+  read twice could change in between).
 """
 
 from __future__ import annotations
@@ -33,14 +50,17 @@ from __future__ import annotations
 import gc
 import re
 import sys
-from types import FrameType, FunctionType, ModuleType
+from functools import partial
+from importlib.machinery import EXTENSION_SUFFIXES
+from types import FrameType, FunctionType, ModuleType, SimpleNamespace
 
 import torch
 
-from grader.child.guard import KEPT_EVENT, sealed
+from grader.child.guard import KEPT_EVENT, realpath, sealed
 from grader.child.snapshot import resolve
 
 SWITCH, LIFECYCLE, DISPATCH, FACTORY = "switch", "lifecycle", "dispatch", "factory"
+HANDLER, MAKER, REGISTRAR, LIBRARY_FACTORY = "handler", "maker", "registrar", "library factory"
 # Switches of RecordFunction and of the profiler's collection (and the execution-trace observer,
 # which writes its own file from C++, where the guard does not look), by owner. The CUDA
 # profiler's start and stop exist where torch is built with CUDA; no kernel needs them.
@@ -56,6 +76,13 @@ LIFECYCLE_GATES = {"torch._C._autograd": ("_prepare_profiler", "_enable_profiler
 DISPATCH_GATES = {"torch._C._DispatchOperatorHandle": ("redispatch_boxed",),
                   "torch._C._SafeKernelFunction": ("call_boxed",)}
 FACTORY_NAME = "torch._C._get_operation_overload"
+HANDLER_GATES = {"_signal": ("signal",)}  # signal.signal calls this one
+MAKER_GATES = {"_imp": ("create_builtin", "create_dynamic")}
+LIBRARY_FACTORY_GATES = {"torch._C": ("_dispatch_library",)}  # what torch.library.Library registers through
+REGISTRAR_GATES = {"torch._C._DispatchModule": ("impl", "impl_t_t", "impl_with_aoti_compile", "def_", "def_legacy",
+                                                "def_name_t_t", "def_schema_t_t", "define", "fallback",
+                                                "fallback_fallthrough", "register_ad_inplace_or_view_fallback")}  # fmt: skip
+_Registrar = getattr(torch._C, "_DispatchModule", None)
 # Bound now, before student code could rebind them: how the rule reads which op a call is for.
 _dump = torch._C._dispatch_dump
 _Handle = torch._C._DispatchOperatorHandle
@@ -72,8 +99,8 @@ _PYTHON_FILE = re.compile(r".+\.py:\d+")
 _audit = sys.audit
 
 
-def _refusal(name: str) -> PermissionError:
-    return PermissionError(f"the grader refuses {name} in graded code: it would blind the grader's profiler")
+def _refusal(name: str, why: str = "it is the grader's alone while graded code runs") -> PermissionError:
+    return PermissionError(f"the grader refuses {name} in graded code: {why}")
 
 
 def _gate(name):
@@ -88,6 +115,23 @@ def _gate(name):
 
     if isinstance(name, str):
         gate.__name__ = gate.__qualname__ = name.rpartition(".")[2]
+    return gate
+
+
+def _maker_gate(name: str):
+    """A gate for a maker of modules: the caller's spec (any object) is read here, once, and the
+    hook's rule makes the module from a spec of its own holding what was read."""
+
+    def gate(spec, *rest):
+        read = (spec.name, getattr(spec, "origin", None), getattr(spec, "loader", None),
+                getattr(spec, "submodule_search_locations", None))  # fmt: skip
+        box = []
+        _audit(KEPT_EVENT, name, read, box)
+        if not box:
+            raise _refusal(name, "it would make again a module the grader had loaded")
+        return box[0]()
+
+    gate.__name__ = gate.__qualname__ = name.rpartition(".")[2]
     return gate
 
 
@@ -109,14 +153,16 @@ def take_away() -> dict:
     returns what the guard's hook keeps: each original the rule may hand out, the gates' code,
     the rule, and the holders it found but could not change (`left`: none on the torch we ship)."""
     taken = {}  # id of the original -> (the original, its gate, its kind, its name)
-    for group, kind in ((SWITCHES, SWITCH), (LIFECYCLE_GATES, LIFECYCLE), (DISPATCH_GATES, DISPATCH)):
+    groups = ((SWITCHES, SWITCH), (LIFECYCLE_GATES, LIFECYCLE), (DISPATCH_GATES, DISPATCH), (HANDLER_GATES, HANDLER),
+              (MAKER_GATES, MAKER), (LIBRARY_FACTORY_GATES, LIBRARY_FACTORY), (REGISTRAR_GATES, REGISTRAR))  # fmt: skip
+    for group, kind in groups:
         for owner_path, names in group.items():
             owner = resolve(owner_path, strict=False)
             for name in names:
                 held = vars(owner).get(name) if owner is not None else None
                 if held is not None:  # None: not in this build of torch
                     shown = f"{owner_path}.{name}"
-                    taken[id(held)] = (held, _gate(shown), kind, shown)
+                    taken[id(held)] = (held, (_maker_gate if kind == MAKER else _gate)(shown), kind, shown)
     factory = torch._C._get_operation_overload
     taken[id(factory)] = (factory, _overload_factory, FACTORY, FACTORY_NAME)
     left = _replace_everywhere(taken)
@@ -124,10 +170,20 @@ def take_away() -> dict:
         if type(vars(overload).get("_op_dk")) is not FunctionType:
             overload._op_dk = _gate((overload._schema.name, overload._schema.overload_name))
     table = {shown: (kind, None if kind == SWITCH else held) for held, _, kind, shown in taken.values()}
-    gates = {id(c): c for c in (_gate("").__code__, _overload_factory.__code__)}
-    kept = {"table": table, "gates": gates, "python_only": {}, "op_dk": {}, "left": left}
+    gates = {id(c): c for c in (_gate("").__code__, _maker_gate("").__code__, _overload_factory.__code__)}
+    kept = {"table": table, "gates": gates, "python_only": {}, "op_dk": {}, "left": left, **_loaded(),
+            "namespaces": frozenset(str.partition(n, "::")[0] for n in torch._C._dispatch_get_all_op_names()),
+            "made": {}}  # fmt: skip
     kept["hand_out"] = sealed(globals())["_hand_out"]
     return kept
+
+
+def _loaded() -> dict:
+    """The modules loaded now, by name, and the files of the extension modules among them."""
+    modules = list(sys.modules.items())
+    files = [vars(m).get("__file__") for _, m in modules if isinstance(m, ModuleType)]
+    extensions = {realpath(f) for f in files if type(f) is str and f.endswith(tuple(EXTENSION_SUFFIXES))}
+    return {"loaded": frozenset(name for name, _ in modules), "loaded_files": frozenset(extensions)}
 
 
 def _overloads() -> list:
@@ -145,7 +201,7 @@ def _overloads() -> list:
 def _class_namespaces(dicts: list) -> dict:
     """The class that owns each of `dicts` as its namespace, by the dict's id: the classes whose
     methods become gates first, then (one more walk of gc's objects) any other."""
-    known = [resolve(path, strict=False) for path in DISPATCH_GATES]
+    known = [resolve(path, strict=False) for path in (*DISPATCH_GATES, *REGISTRAR_GATES)]
     owners = {id(gc.get_referents(vars(cls))[0]): cls for cls in known if cls is not None}
     modules = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, ModuleType)}
     unknown = [d for d in dicts if id(d) not in owners and id(d) not in modules]
@@ -199,6 +255,18 @@ def _hand_out(kept: dict, name, args: tuple, harness: bool) -> tuple[object, str
     if entry is None:
         return None, "a gate of the grader's, called for nothing it stands for"
     kind, original = entry
+    if kind == MAKER:
+        return _remade(kept, name, original, args)
+    if harness and kind in (LIBRARY_FACTORY, REGISTRAR):
+        return original, ""
+    if kind == LIBRARY_FACTORY:
+        return _library_for(kept, name, original, args)
+    if kind == REGISTRAR:
+        mine = len(args) > 0 and type(args[0]) is _Registrar and id(args[0]) in kept["made"]
+        return (original, "") if mine else (None, f"{name} on a library of torch's (a kernel of yours for torch's op)")
+    if kind == HANDLER:
+        why = "a signal handler is handed the frame each signal interrupts, the grader's own among them"
+        return (original, "") if harness else (None, f"{name} ({why})")
     if kind == SWITCH:
         return None, f"{name} (a switch of the grader's profiler)"
     if kind == FACTORY or (harness and kind in (LIFECYCLE, DISPATCH)):
@@ -209,6 +277,42 @@ def _hand_out(kept: dict, name, args: tuple, harness: bool) -> tuple[object, str
     if op is not None and _python_only(kept, op):
         return original, ""
     return None, f"{name} of {op or 'an op'} (it runs torch's kernel where the grader's profiler does not see it)"
+
+
+def _remade(kept: dict, name: str, make, read: tuple) -> tuple[object, str]:
+    """A maker of modules, for any module but one loaded before student code ran (by its name or,
+    for an extension, its file): a call that makes the module from a spec holding only what the
+    gate read, each value of a plain type."""
+    module, origin, loader, places = read if type(read) is tuple and len(read) == 4 else (None, None, None, None)
+    if type(module) is not str or not (origin is None or type(origin) is str):
+        return None, f"{name} of a module not named by a plain str"
+    if module in kept["loaded"] or (origin is not None and realpath(origin) in kept["loaded_files"]):
+        return None, f"{name} of {module} (a module loaded before student code ran, made again)"
+    if type(places) is list:
+        places = [p for p in places if type(p) is str]
+    else:
+        places = None
+    parent = module if places is not None else str.rpartition(module, ".")[0]
+    spec = SimpleNamespace(name=module, origin=origin, loader=loader, parent=parent, submodule_search_locations=places,
+                           has_location=origin is not None, cached=None)  # fmt: skip
+    return partial(make, spec), ""
+
+
+def _library_for(kept: dict, name: str, make, args: tuple) -> tuple[object, str]:
+    """A library (`_dispatch_library(kind, namespace, ...)`) for a namespace no op held before
+    student code ran, noted as the student's own, so that registering through it is allowed."""
+    namespace = args[1] if len(args) > 1 else None
+    if type(namespace) is not str:
+        return None, f"{name} for a namespace that is no plain str"
+    if namespace in kept["namespaces"]:
+        return None, f"{name} for {namespace}:: (your kernels for torch's ops: they would run inside the grader's calls)"
+    return partial(_note_made, kept, make), ""
+
+
+def _note_made(kept: dict, make, *args):
+    made = make(*args)
+    kept["made"][id(made)] = made  # held, so that its id names no other library later
+    return made
 
 
 def _op_dk(kept: dict, name: tuple, args: tuple, harness: bool) -> tuple[object, str]:

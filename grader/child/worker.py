@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from grader import cases, poison
-from grader.child import timing
+from grader.child import dispatch_state, timing
 from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
@@ -38,6 +38,7 @@ _max_memory_allocated = torch.cuda.max_memory_allocated
 _reset_peak = torch.cuda.reset_peak_memory_stats
 _max_memory_reserved = torch.cuda.max_memory_reserved
 _perf_counter = time.perf_counter
+_take_state, _put_state_back = dispatch_state.take, dispatch_state.put_back
 
 
 # Triton's errors for a kernel it cannot build or run, their subclasses included (an unsupported
@@ -46,14 +47,23 @@ TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources
 
 
 def call(fn: Callable, *args, **kwargs):
-    """Where the harness hands control to student code."""
-    return fn(*args, **kwargs)
+    """Where the harness hands control to student code; torch's dispatch state comes back as the
+    call found it, before the harness runs a torch op of its own (dispatch_state.py)."""
+    before = _take_state()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _put_state_back(before)
 
 
 def classify(error: BaseException, root: Path) -> Failure:
     """A student's exception as a reason code and a message that says where it came from."""
     if isinstance(error, SubmissionError):
         return Failure(error.reason, error.message)
+    if isinstance(error, dispatch_state.LeftBehind):
+        # Put back, the harness goes on; where it could not be, a fresh process takes the next task.
+        return Failure("tampering", f"your call left torch's state changed, which the grader's own torch calls after "
+                       f"it would have run through: {error}", fatal=not error.restored)
     text = f"{type(error).__name__}: {error}".strip()
     where = student_frames(error, root)
     lowered = text.lower()
@@ -95,16 +105,26 @@ class Worker:
         self.root = Path(job.submission_dir).resolve()
         self.entries: dict[str, object] = {}
         self.patched_at_import: list[str] = []
+        self.refused_at_import: list[str] = []  # tampering while a module loaded: every later task's
         self.copy_gbps = 0.0
 
     def entry(self, part: Part):
         """The student's function for a part, loaded once; a load failure is re-raised per task."""
         if part.name not in self.entries:
+            before = _take_state()
             try:
                 self.entries[part.name] = self.load_entry(part)
             except SubmissionError as error:
                 self.entries[part.name] = error
+            try:
+                _put_state_back(before)
+            except dispatch_state.LeftBehind as left:
+                self.refused_at_import.append(f"torch's state changed while {part.file} was imported: {left}")
+                if not left.restored:
+                    raise
             self.patched_at_import = self.patched_at_import or self.changed()
+            # Taken now: an import that tampered runs no more, and each task that uses it says so.
+            self.refused_at_import += self.tampering()
         found = self.entries[part.name]
         if isinstance(found, SubmissionError):
             raise found
@@ -287,11 +307,14 @@ class Worker:
                 torch.cuda.empty_cache()
         self.send(Finished(reserved))
 
+    def tampering(self) -> list[str]:
+        """What the guard refused as tampering since the last look, with the student's line."""
+        return [f"{r.what}" + (f" ({r.where})" if r.where else "") for r in self.refusals() if r.kind == TAMPERING]
+
     def account(self, activity: Activity) -> None:
         """What the guard refused and which harness objects were rebound, looked at after every
         task: at import, during a call or while timing."""
-        activity.refused += [f"{r.what}" + (f" ({r.where})" if r.where else "") for r in self.refusals()
-                             if r.kind == TAMPERING]  # fmt: skip
+        activity.refused += self.refused_at_import + self.tampering()
         activity.patched = self.changed()
         activity.patched_at_import = bool(self.patched_at_import)
 
