@@ -8,12 +8,16 @@ harness the right sum whenever it copies out an empty output, and autocast left 
 baseline in half precision. So `worker.call` takes the state before handing control over and puts
 it back as soon as control returns, before the harness runs a torch op of its own; what it found
 changed is raised as LeftBehind, a task's `tampering`. The same holds across an import
-(worker.Worker.entry). Read and restored through torch's own functions, bound here at import,
-before student code could rebind them.
+(worker.Worker.entry), and for the garbage collector's callbacks, which run wherever a
+collection happens. Student code can still run inside the harness's own (a finalizer of an
+object the harness lets go): no mode but the harness's may be on a stack as a call begins or a
+task starts and ends (`check_clean`). Read and restored through torch's own functions, bound here
+at import, before student code could rebind them.
 """
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +43,11 @@ _has = torch._C.DispatchKeySet.has
 _from_raw = torch._C.DispatchKeySet.from_raw_repr
 _state_value = torch._C._TorchFunctionState.__int__
 _qualname = vars(type)["__qualname__"].__get__
+_ENABLED = _state_value(torch._C._TorchFunctionState.ENABLED)
+# The collector's callbacks run at each collection, wherever it happens (in the harness's code
+# too): student code may add none that outlives its call. The list itself, taken now: rebinding
+# `gc.callbacks` changes nothing the collector calls.
+_gc_callbacks = gc.callbacks
 # The pre-dispatch modes (torch.export's) live in Python, in torch._ops; the snapshot watches these
 # names (snapshot.WATCHED), so rebinding them is reported too.
 _pre_dispatch_len = torch._ops._len_torch_dispatch_stack_pre_dispatch
@@ -62,17 +71,37 @@ class State:
     pre_dispatch: int  # how many pre-dispatch modes
     keys: tuple[int, int]  # the thread's dispatch keys, included and excluded (raw DispatchKeySets)
     function_state: object  # torch function handling: enabled, or disabled (for subclasses, or all)
+    gc_callbacks: tuple  # what the collector calls at each collection
 
     def same(self, other: State) -> bool:
         return (_same(self.functions, other.functions) and _same(self.dispatches, other.dispatches)
                 and self.pre_dispatch == other.pre_dispatch and self.keys == other.keys
-                and _state_value(self.function_state) == _state_value(other.function_state))  # fmt: skip
+                and _state_value(self.function_state) == _state_value(other.function_state)
+                and _same(self.gc_callbacks, other.gc_callbacks))  # fmt: skip
 
 
 def take() -> State:
     return State(tuple(_function_at(i) for i in range(_function_len())),
                  tuple(_dispatch_at(i) for i in range(_dispatch_len())), _pre_dispatch_len(),
-                 (_raw(_included()), _raw(_excluded())), _function_state())  # fmt: skip
+                 (_raw(_included()), _raw(_excluded())), _function_state(), tuple(_gc_callbacks))  # fmt: skip
+
+
+def check_clean(harness_modes: tuple[type, ...]) -> None:
+    """Before the harness hands control over, and as each task begins: no mode but the harness's
+    own (of exactly the types in `harness_modes`) may be on a stack. One that is got there while
+    the harness itself ran: student code run by a finalizer, say, of an object the harness let go.
+    It is taken off (the harness's own stay, in order), and LeftBehind raised."""
+    now = take()
+    strays = [m for m in now.functions + now.dispatches if type(m) not in harness_modes]
+    if not strays and not now.pre_dispatch and _state_value(now.function_state) == _ENABLED:
+        return
+    kept = tuple(m for m in now.dispatches if type(m) in harness_modes)
+    clean = State((), kept, 0, now.keys, torch._C._TorchFunctionState.ENABLED, now.gc_callbacks)
+    try:
+        put_back(clean)
+    except LeftBehind as left:
+        raise LeftBehind([f"found while the grader's own code ran: {change}" for change in left.changes],
+                         left.restored) from None  # fmt: skip
 
 
 def _same(now: tuple, then: tuple) -> bool:
@@ -107,6 +136,9 @@ def put_back(before: State) -> None:
     if _state_value(now.function_state) != _state_value(before.function_state):
         changes.append("torch function handling switched off")
         _set_function_state(before.function_state)
+    if not _same(now.gc_callbacks, before.gc_callbacks):
+        changes.append("a callback added to the garbage collector's")
+        _gc_callbacks[:] = before.gc_callbacks
     raise LeftBehind(changes, take().same(before))
 
 

@@ -20,6 +20,7 @@ import torch
 from grader import cases, poison
 from grader.child import dispatch_state, timing
 from grader.child.guard import TAMPERING
+from grader.child.allocations import GuardedAllocations
 from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
@@ -38,7 +39,8 @@ _max_memory_allocated = torch.cuda.max_memory_allocated
 _reset_peak = torch.cuda.reset_peak_memory_stats
 _max_memory_reserved = torch.cuda.max_memory_reserved
 _perf_counter = time.perf_counter
-_take_state, _put_state_back = dispatch_state.take, dispatch_state.put_back
+_take_state, _put_state_back, _check_clean = dispatch_state.take, dispatch_state.put_back, dispatch_state.check_clean
+_HARNESS_MODES = (GuardedAllocations,)  # the only mode the harness puts on a stack around a call (monitor.py)
 
 
 # Triton's errors for a kernel it cannot build or run, their subclasses included (an unsupported
@@ -49,6 +51,7 @@ TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources
 def call(fn: Callable, *args, **kwargs):
     """Where the harness hands control to student code; torch's dispatch state comes back as the
     call found it, before the harness runs a torch op of its own (dispatch_state.py)."""
+    _check_clean(_HARNESS_MODES)
     before = _take_state()
     try:
         return fn(*args, **kwargs)
@@ -292,7 +295,14 @@ class Worker:
         for task in self.job.tasks:
             self.send(Start(task.id))
             try:
-                outcome, activity = runs[task.kind](task), None
+                # Whatever student code ran inside the harness's own (a finalizer of an object the
+                # harness let go) left nothing behind: checked as the task begins, and as it ends.
+                _check_clean(())
+                clean = _take_state()
+                try:
+                    outcome, activity = runs[task.kind](task), None
+                finally:
+                    _put_state_back(clean)
             except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
                 outcome, activity = classify(error, self.root), Activity()
             account = activity if activity is not None else getattr(outcome, "activity", Activity())
