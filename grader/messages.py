@@ -42,8 +42,8 @@ from _hashlib import hmac_new as _hmac_new
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, BinaryIO
 
-from grader.text import printable
 from grader.reasons import CHILD_FAILURES
+from grader.text import printable
 
 PREFIX = struct.Struct(">IQ")  # header length, payload length
 MAC_BYTES = 32

@@ -78,11 +78,11 @@ CODES = tuple(BY_CODE)
 HINTS = {reason.code: reason.hint for reason in REGISTRY if reason.hint}
 LOAD = frozenset(reason.code for reason in REGISTRY if reason.load)
 REVIEW = tuple(reason.code for reason in REGISTRY if reason.review)
-
-
-def hint(code: str) -> str:
-    return BY_CODE[code].hint if code in BY_CODE else ""
 # The reasons a child may give for a task it could not finish (a Failure: its own account of the
 # student's code); a Failure naming any other code, "ok" above all, is tampering (messages.decode).
 CHILD_FAILURES = frozenset({"missing_file", "syntax_error", "import_error", "missing_entry_point", "compile_error",
                             "not_implemented", "crash", "out_of_memory", "tampering"})
+
+
+def hint(code: str) -> str:
+    return BY_CODE[code].hint if code in BY_CODE else ""

@@ -43,7 +43,8 @@ _has = torch._C.DispatchKeySet.has
 _from_raw = torch._C.DispatchKeySet.from_raw_repr
 _state_value = torch._C._TorchFunctionState.__int__
 _qualname = vars(type)["__qualname__"].__get__
-_ENABLED = _state_value(torch._C._TorchFunctionState.ENABLED)
+_ENABLED_STATE = torch._C._TorchFunctionState.ENABLED
+_ENABLED = _state_value(_ENABLED_STATE)
 # The collector's callbacks run at each collection, wherever it happens (in the harness's code
 # too): student code may add none that outlives its call. The list itself, taken now: rebinding
 # `gc.callbacks` changes nothing the collector calls.
@@ -86,17 +87,18 @@ def take() -> State:
                  (_raw(_included()), _raw(_excluded())), _function_state(), tuple(_gc_callbacks))  # fmt: skip
 
 
-def check_clean(harness_modes: tuple[type, ...]) -> None:
+def check_clean(harness_modes: tuple[type, ...]) -> State:
     """Before the harness hands control over, and as each task begins: no mode but the harness's
-    own (of exactly the types in `harness_modes`) may be on a stack. One that is got there while
-    the harness itself ran: student code run by a finalizer, say, of an object the harness let go.
-    It is taken off (the harness's own stay, in order), and LeftBehind raised."""
+    own (of exactly the types in `harness_modes`) may be on a stack; returns the state, checked.
+    A mode that is got there while the harness itself ran: student code run by a finalizer, say,
+    of an object the harness let go. It is taken off (the harness's own stay, in order), and
+    LeftBehind raised."""
     now = take()
     strays = [m for m in now.functions + now.dispatches if type(m) not in harness_modes]
     if not strays and not now.pre_dispatch and _state_value(now.function_state) == _ENABLED:
-        return
+        return now
     kept = tuple(m for m in now.dispatches if type(m) in harness_modes)
-    clean = State((), kept, 0, now.keys, torch._C._TorchFunctionState.ENABLED, now.gc_callbacks)
+    clean = State((), kept, 0, now.keys, _ENABLED_STATE, now.gc_callbacks)
     try:
         put_back(clean)
     except LeftBehind as left:

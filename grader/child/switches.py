@@ -27,7 +27,7 @@ Student code refused is recorded as tampering with its line (guard.py). The list
 the gate's frame, out of student code's reach: frames and gc's walks are refused to it, and so
 are audit hooks, tracing and monitoring of its own, which would be handed the list.
 
-Two more ways around the guard are gates of the same kind, though they are not the profiler's:
+Three more ways around the guard are gates of the same kind, though they are not the profiler's:
 - a signal handler (HANDLER): Python hands it the frame each signal interrupts, with no audit
   event on the way, and in the child that is a harness frame as often as a student's; from one,
   the worker's `send`, and every report before it is signed. Only the harness may set one.
@@ -257,7 +257,9 @@ def _hand_out(kept: dict, name, args: tuple, harness: bool) -> tuple[object, str
     kind, original = entry
     if kind == MAKER:
         return _remade(kept, name, original, args)
-    if harness and kind in (LIBRARY_FACTORY, REGISTRAR):
+    if kind == SWITCH:
+        return None, f"{name} (a switch of the grader's profiler)"
+    if kind == FACTORY or harness:
         return original, ""
     if kind == LIBRARY_FACTORY:
         return _library_for(kept, name, original, args)
@@ -265,12 +267,7 @@ def _hand_out(kept: dict, name, args: tuple, harness: bool) -> tuple[object, str
         mine = len(args) > 0 and type(args[0]) is _Registrar and id(args[0]) in kept["made"]
         return (original, "") if mine else (None, f"{name} on a library of torch's (a kernel of yours for torch's op)")
     if kind == HANDLER:
-        why = "a signal handler is handed the frame each signal interrupts, the grader's own among them"
-        return (original, "") if harness else (None, f"{name} ({why})")
-    if kind == SWITCH:
-        return None, f"{name} (a switch of the grader's profiler)"
-    if kind == FACTORY or (harness and kind in (LIFECYCLE, DISPATCH)):
-        return original, ""
+        return None, f"{name} (a signal handler is handed the frame each signal interrupts, the grader's own among them)"
     if kind == LIFECYCLE:
         return None, f"{name} (the grader's profiler session is the grader's to start and stop)"
     op = _op_of(args)

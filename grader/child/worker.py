@@ -19,8 +19,8 @@ import torch
 
 from grader import cases, poison
 from grader.child import dispatch_state, timing
-from grader.child.guard import TAMPERING
 from grader.child.allocations import GuardedAllocations
+from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
@@ -51,8 +51,7 @@ TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources
 def call(fn: Callable, *args, **kwargs):
     """Where the harness hands control to student code; torch's dispatch state comes back as the
     call found it, before the harness runs a torch op of its own (dispatch_state.py)."""
-    _check_clean(_HARNESS_MODES)
-    before = _take_state()
+    before = _check_clean(_HARNESS_MODES)
     try:
         return fn(*args, **kwargs)
     finally:
@@ -297,8 +296,7 @@ class Worker:
             try:
                 # Whatever student code ran inside the harness's own (a finalizer of an object the
                 # harness let go) left nothing behind: checked as the task begins, and as it ends.
-                _check_clean(())
-                clean = _take_state()
+                clean = _check_clean(())
                 try:
                     outcome, activity = runs[task.kind](task), None
                 finally:
