@@ -31,9 +31,12 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 ENVIRONMENT = "GRADER_GPU_LOCKS"  # the folder of the locks, in a worker's environment (never a child's)
+# Where a worker appends one line per hold, to see where a shared GPU's time went (optional):
+# "exclusive|shared <asked> <got> <released>" in seconds since the epoch, the process id, and the hold's label.
+LOG_ENVIRONMENT = "GRADER_GPU_LOCK_LOG"
 
 
 class GpuLock:
@@ -51,22 +54,40 @@ class GpuLock:
         return cls(Path(folder), os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0])
 
     @contextmanager
-    def shared(self) -> Iterator[float]:
+    def shared(self, label: str = "") -> Iterator[float]:
         """A correctness phase: beside other correctness phases, never during a timed one. Gives
         the seconds it waited."""
         started = time.monotonic()
-        with _locked(self.turnstile, fcntl.LOCK_EX):
-            pass  # wait behind a timing phase that is waiting
-        with _locked(self.gpu, fcntl.LOCK_SH):
-            yield time.monotonic() - started
+        with _logged("shared", label) as got:
+            with _locked(self.turnstile, fcntl.LOCK_EX):
+                pass  # wait behind a timing phase that is waiting
+            with _locked(self.gpu, fcntl.LOCK_SH):
+                got()
+                yield time.monotonic() - started
 
     @contextmanager
-    def exclusive(self) -> Iterator[float]:
+    def exclusive(self, label: str = "") -> Iterator[float]:
         """A timing phase: the GPU to itself, no correctness phase starting while it waits. Gives
         the seconds it waited."""
         started = time.monotonic()
-        with _locked(self.turnstile, fcntl.LOCK_EX), _locked(self.gpu, fcntl.LOCK_EX):
-            yield time.monotonic() - started
+        with _logged("exclusive", label) as got:
+            with _locked(self.turnstile, fcntl.LOCK_EX), _locked(self.gpu, fcntl.LOCK_EX):
+                got()
+                yield time.monotonic() - started
+
+
+@contextmanager
+def _logged(how: str, label: str) -> Iterator[Callable[[], None]]:
+    """One line in the hold log (LOG_ENVIRONMENT) once the hold ends, where there is one."""
+    log = os.environ.get(LOG_ENVIRONMENT)
+    times = [time.time()]
+    try:
+        yield lambda: times.append(time.time())
+    finally:
+        if log and len(times) == 2:
+            line = f"{how} {times[0]:.3f} {times[1]:.3f} {time.time():.3f} {os.getpid()} {label}\n"
+            with open(log, "a") as out:  # one short write in append mode: lines of workers do not mix
+                out.write(line)
 
 
 @contextmanager

@@ -7,13 +7,14 @@ waits for whom; whether ratios hold while others compile is a measurement for a 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from types import SimpleNamespace
 
 import pytest
 
-from grader import batch
+from grader import batch, gpu_lock
 from grader.gpu_lock import ENVIRONMENT, GpuLock
 from grader.grading import AssignmentGrading, Phases, _Budget
 
@@ -77,9 +78,12 @@ def test_each_gpu_has_its_own_lock(tmp_path):
 
 
 @pytest.mark.parametrize("phase", ["correctness", "timing"])
-def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_path, phase):
+def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_path, phase, monkeypatch):
     lock = GpuLock(tmp_path, "0")
+    holds = tmp_path / "holds.log"
+    monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
     grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
+                              assignment=SimpleNamespace(name="softmax"),
                               phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
     log = []
     blocker, blocker_in, blocker_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "other student's timing")
@@ -113,6 +117,16 @@ def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_
     blocker.join(5)
     assert grading.phases["waiting"] >= 0.3
     assert grading.budget.deadline - deadline == pytest.approx(grading.phases["waiting"])
+    # The hold log has a line per hold of this grading, in the order they ended, and the other student's.
+    lines = [line.split(" ", 5) for line in holds.read_text().splitlines()]
+    mine = [(how, label) for how, *_, label in lines if label.startswith("softmax")]
+    expected = [("shared", "softmax timing cuda start"), ("exclusive", "softmax timing")] if phase == "timing" else [
+        ("shared", "softmax correctness")]  # fmt: skip
+    assert mine == expected
+    for how, asked, got, released, pid, label in lines:
+        assert float(asked) <= float(got) <= float(released) and int(pid) == os.getpid()
+    waited = [float(got) - float(asked) for how, asked, got, _, _, label in lines if label == expected[0][1]]
+    assert waited[0] >= 0.3, "the log does not show the wait for the other student's timing"
     cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", budget=_Budget(60.0), phases=Phases())
     with AssignmentGrading.gpu(cpu, phase) as gate:
         assert gate is None, "the CPU tier has no GPU to wait for"
@@ -205,7 +219,8 @@ def test_a_batch_asking_for_more_workers_than_fit_gets_fewer_and_says_why(tmp_pa
 def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp_path):
     """The parent's judging runs float64 references on the GPU: never inside another's timed phase."""
     lock = GpuLock(tmp_path, "0")
-    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", phases=Phases())
+    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", phases=Phases(),
+                              assignment=SimpleNamespace(name="softmax"))
     log = []
     blocker, blocker_in, blocker_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "other student's timing")
     assert blocker_in.wait(5)
