@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader import cases, diagnosis, integrity, numerics
+from grader import cases, diagnosis, integrity, numerics, steadiness
 from grader.isolation import OutputFile
 from grader.messages import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.numerics import Verdict
@@ -234,6 +234,9 @@ def speed_metrics(report: BenchReport, traffic: dict) -> dict:
         "baseline_hidden_ms": _median(baseline.hidden_ms),
         "samples": len(student.event_ms),
         "remeasured": report.remeasured,
+        "disturbed_retakes": report.disturbed_retakes,
+        # The parent's own reading of every reference timing it was sent (steadiness.py).
+        "reference_disturbed": steadiness.disturbed_count(baseline.event_ms),
         "bytes": nbytes,
         "flops": flops,
         "gbps": gbps,
@@ -305,6 +308,11 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
         text += f"{metrics['gbps']:.0f} GB/s"
         if metrics["roofline_share"]:
             text += f", {metrics['roofline_share']:.0%} of the measured copy bandwidth"
+    if steadiness.disturbed(report.baseline.event_ms):
+        text += (f"; torch's own timings were disturbed ({metrics['reference_disturbed']} of {metrics['samples']} "
+                 f"at {steadiness.DISTURBED_FACTOR:g}x their fastest or slower, after "
+                 f"{report.disturbed_retakes} retake(s)): something else used the GPU, so this figure may be low; "
+                 "ask for a regrade")  # fmt: skip
     shown = shown_metrics(part, report, metrics["student_ms"])
     if shown:
         metrics["shown"] = shown

@@ -252,6 +252,7 @@ class BenchReport:
     activity: Activity
     checks: list[CallCheck] = field(default_factory=list)
     remeasured: bool = False
+    disturbed_retakes: int = 0  # rounds taken again because torch's own timings said the GPU was disturbed
     kept: Observation | None = None  # one timed call's output, chosen after the fact
     kept_seed: int = 0  # the seed of that call's inputs
     copy_gbps: float = 0.0

@@ -13,6 +13,11 @@ Each step is on its own line below, with the reason for it:
 - time each call with CUDA events on the current stream, with the GPU kept busy while the host
   launches it (so launch overhead is not counted), and also with a synchronized host clock:
   work hidden on another stream shows as host time that the events did not see;
+- bring the GPU up to speed before the first benchmark of a process (an idle GPU's clocks take
+  time to rise), and take a round again where torch's own timings in it say the GPU was disturbed
+  (steadiness.py: more than a tenth of them at twice their fastest or slower), at most twice:
+  the reference's kernels run in steady times, so their spread tells a disturbed GPU from a
+  student's slow kernel;
 - read a call's output only after a device-wide synchronize, so work left running on another
   stream is finished (or shows as hidden time) before anything is checked;
 - check EVERY timed call's output against the reference's output on the same inputs (a loose,
@@ -41,9 +46,12 @@ import torch
 from torch.autograd.profiler import record_function
 
 from grader.messages import CallCheck, Timings
+from grader.steadiness import disturbed
 from grader.spec import Performance, Tolerance
 
 SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than any launch overhead
+SETTLE_S = 0.25  # of busy GPU before a process's first benchmark: an idle GPU's clocks rise meanwhile
+ROUND_ATTEMPTS = 3  # a round whose reference timings say the GPU was disturbed is taken again, twice at most
 CHECK_SLACK = 4.0  # the timed-call check compares two roundings of the answer: each may use the tolerance
 
 # The harness's own references, taken at import, before any student code runs.
@@ -66,6 +74,7 @@ class Measured:
     kept_seed: int = 0
     seen: int = 0  # timed student calls so far (the reservoir's count)
     remeasured: bool = False
+    disturbed_retakes: int = 0  # rounds taken again: torch's own timings in them were disturbed
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -160,6 +169,32 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
         del outs, inputs
 
 
+def _steady_round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, flush, harness) -> None:
+    """One round of `perf.repetitions`, taken again (up to ROUND_ATTEMPTS in all) while torch's own
+    timings in it say the GPU was disturbed."""
+    for attempt in range(ROUND_ATTEMPTS):
+        kept = len(m.baseline.event_ms)
+        _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
+        if not disturbed(m.baseline.event_ms[kept:]) or attempt == ROUND_ATTEMPTS - 1:
+            return
+        for timings in (m.student, m.baseline):
+            del timings.event_ms[kept:], timings.hidden_ms[kept:]
+        m.disturbed_retakes += 1
+        with record_function(harness):
+            settle(flush)
+
+
+def settle(flush: torch.Tensor) -> None:
+    """Keep the GPU busy for SETTLE_S (reading the flush buffer, waiting on the GPU's clock), so a
+    GPU that idled has raised its clocks before anything is timed."""
+    began = _perf_counter()
+    while _perf_counter() - began < SETTLE_S:
+        for _ in range(8):
+            flush.sum()
+            _spin(SPIN_CYCLES // 10)
+        _synchronize()
+
+
 def _plain(fn: Callable, **inputs):
     return fn(**inputs)
 
@@ -181,11 +216,11 @@ def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: 
         del warm
         flush = l2_flush_buffer(device)
     m = Measured()
-    _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
+    _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness)
     ratio = statistics.median(m.baseline.event_ms) / statistics.median(m.student.event_ms)
     if perf.is_borderline(ratio):
         m.remeasured = True
-        _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
+        _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness)
     return m
 
 

@@ -267,13 +267,15 @@ class Worker:
         def make_inputs(seed: int) -> dict:
             return cases.make_inputs(self.assignment, part, case, seed, self.device)
 
-        if not self.copy_gbps:
+        if not self.copy_gbps:  # this process's first benchmark: the GPU may have idled at the gate
+            timing.settle(timing.l2_flush_buffer(torch.device(self.device)))
             self.copy_gbps = timing.copy_bandwidth(torch.device(self.device))
         with TimingMonitor(self.root) as session, torch.no_grad():
             measured = timing.measure(call, entry, baseline, make_inputs, part.performance,
                                       part.tolerance_for(case.dtype), session.harness)  # fmt: skip
         report = BenchReport(measured.student, measured.baseline, session.activity(), measured.checks,
-                             measured.remeasured, kept_seed=measured.kept_seed, copy_gbps=self.copy_gbps,
+                             measured.remeasured, measured.disturbed_retakes, kept_seed=measured.kept_seed,
+                             copy_gbps=self.copy_gbps,
                              device_name=torch.cuda.get_device_name())  # fmt: skip
         kept = measured.kept
         del measured
