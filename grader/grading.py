@@ -106,16 +106,20 @@ class Phases(dict):
 
 
 def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget, phases: Phases | None = None,
-              phase: str = "correctness", gate=None, compiled: Path | None = None) -> dict[str, TaskResult]:
+              phase: str = "correctness", gate=None, compiled: Path | None = None,
+              spawned: isolation.Spawned | None = None) -> dict[str, TaskResult]:  # fmt: skip
     """Every task's outcome: a child's report, or the reason it never reported. Each child's
-    seconds go to `phases` under `phase`; `compiled` is the compilers' cache of the grading."""
+    seconds go to `phases` under `phase`; `compiled` is the compilers' cache of the grading;
+    `spawned`, a child started ahead, takes the first job (a later child starts afresh)."""
     phases = Phases() if phases is None else phases
     results: dict[str, TaskResult] = {}
     pending = list(tasks)
     for _ in range(MAX_CHILDREN):
         if not pending or budget.left() <= 0:
             break
-        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate, compiled)
+        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate, compiled,
+                                  spawned)  # fmt: skip
+        spawned = None
         phases.add_child(phase, run)
         results.update(_collect(run))
         pending = [t for t in pending if t.id not in results]
@@ -142,6 +146,8 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
         pending = [t for t in pending if t.id not in results]
         if run.timed_out:
             break
+    if spawned is not None:
+        spawned.discard()  # no job came to it: the time limit was spent (else it was taken: nothing to do)
     for task in pending:
         results.setdefault(task.id, _failure("timeout", "not run: the assignment's time limit was spent"))
     return results
@@ -177,6 +183,26 @@ class AssignmentGrading:
         builds = {part.name: self.build(part) for part in self.assignment.parts if part.is_cuda}
         self.phases.add("build", sum(build.seconds for build in builds.values()))
         self.job.libraries = self.private_libraries(builds)
+        timer = self.spawn_timer()  # after the builds: its sandbox binds the libraries they made
+        try:
+            return self.graded(builds, timer)
+        finally:
+            if timer is not None:
+                timer.discard()  # where nothing was timed, or the grading broke off
+
+    def spawn_timer(self) -> isolation.Spawned | None:
+        """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
+        (and torch.compile's modules where a compiled baseline is shown) while the correctness
+        cases run, so a timed phase does not wait for its child's start (5-15 s on an
+        H100). It waits for its job, which only names the parts whose correctness passed."""
+        benched = [part for part in self.assignment.parts if part.benchmarks]
+        if self.device != "cuda" or not benched:
+            return None
+        preload = "compile" if any(part.shown and part.shown.compiled for part in benched) else "torch"
+        return isolation.spawn(str(self.assignment.directory), self.device, self.workdir, self.view,
+                               _gpu_lock(self) is not None, self.compiled, preload)  # fmt: skip
+
+    def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None) -> list[TestResult]:
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
@@ -190,7 +216,7 @@ class AssignmentGrading:
         with self.judging():
             judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
                       for part in self.assignment.parts}  # fmt: skip
-        timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()})
+        timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()}, timer)
         tests: list[TestResult] = []
         for part in self.assignment.parts:  # every verdict is in: no GPU work is left
             verdicts = [v for _, v in judged[part.name]]
@@ -203,7 +229,7 @@ class AssignmentGrading:
             tests.extend(self.performance_tests(part, verdicts, timed))
         return tests
 
-    def time_parts(self, verdicts: dict[str, list[Verdict]]) -> dict[str, Verdict]:
+    def time_parts(self, verdicts: dict[str, list[Verdict]], timer: isolation.Spawned | None = None) -> dict[str, Verdict]:
         """Phase 2: every benchmark of every part whose correctness passed, in one new child (a
         child's start, on a GPU, costs about 9 s: one per part was most of a grading's time), and
         each benchmark's verdict. The verdicts, whose checks of the kept outputs run float64
@@ -220,7 +246,7 @@ class AssignmentGrading:
         parts = {part.name: part for part in ready}
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
-                                self.compiled)  # fmt: skip
+                                self.compiled, timer)  # fmt: skip
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
                                                         self.device), results[task.id])
@@ -235,7 +261,7 @@ class AssignmentGrading:
         if lock is None:
             yield
             return
-        with lock.shared() as waited:
+        with lock.shared(f"{self.assignment.name} judging") as waited:
             self.phases.add("waiting", waited)
             yield
 
@@ -257,8 +283,9 @@ class AssignmentGrading:
             starting = hold.enter_context(ExitStack())  # a timing child's shared hold while it starts CUDA
             taken = []
 
-            def take(stack: ExitStack, exclusive: bool) -> None:
-                waited = stack.enter_context(lock.exclusive() if exclusive else lock.shared())
+            def take(stack: ExitStack, exclusive: bool, stage: str = "") -> None:
+                label = f"{self.assignment.name} {phase}{stage}"
+                waited = stack.enter_context(lock.exclusive(label) if exclusive else lock.shared(label))
                 self.budget.deadline += waited
                 self.phases.add("waiting", waited)
 
@@ -269,7 +296,7 @@ class AssignmentGrading:
                     take(hold, exclusive=False)
                     taken.append(phase)
                 elif stage == "cuda":
-                    take(starting, exclusive=False)
+                    take(starting, exclusive=False, stage=" cuda start")
                 else:
                     starting.close()
                     take(hold, exclusive=True)

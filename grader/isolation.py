@@ -39,7 +39,7 @@ from grader.messages import Done, Finished, Hello, Imported, Job, Output, Protoc
 from grader.spec import REPO_ROOT, load_assignment
 from grader.text import printable
 
-BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main import main; main(sys.argv[2])"
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main import main; main(*sys.argv[2:])"
 CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
 FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
 PR_SET_CHILD_SUBREAPER = 36
@@ -315,71 +315,124 @@ def kill_orphans(known: set[int]) -> None:
 _live_children: set[int] = set()  # every child process being graded by this process, on any thread
 
 
-def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
-              gate: Callable[[str], object] | None = None, compiled: Path | None = None) -> ChildRun:  # fmt: skip
-    """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
-    With a `gate`, the child waits twice until `gate(stage)` returns: once torch is imported, before
-    it starts CUDA (stage "cuda"), and once its harness is up, before any student code ("run");
-    those waits count against no time limit. `compiled` is the grading's compilers' cache
-    (compile_cache.py; by default one in `workdir`)."""
+@dataclass
+class Spawned:
+    """A child started ahead of its job (`spawn`): it imports torch meanwhile, then waits for the
+    job on its standard input. The descriptors are this process's ends; the child's are closed here."""
+
+    process: subprocess.Popen
+    key: bytes
+    read_fd: int  # the result channel's reading end
+    write_fd: int  # the channel's writing end, by the number the child knows it
+    gate_fd: int  # the gate's reading end, by the child's number (-1: no gate)
+    gate_opener: int
+    held: int  # the lifeline's writing end: the child sees EOF once it is closed
+    before: set[int]
+    watchdog: Watchdog
+    captures: tuple[_Capture, _Capture]
+    gpu_memory_gib: float
+    outputs: Path
+    began: float
+    taken: bool = False  # run_child gave it a job (and ended it)
+
+    def discard(self) -> None:
+        """The job never came (nothing left to time): the child and all it started go."""
+        if self.taken:
+            return
+        self.taken = True
+        self.watchdog.stop()
+        self.watchdog.kill_all()
+        self.process.kill()
+        self.process.wait()
+        _live_children.discard(self.process.pid)
+        for fd in (self.held, self.gate_opener, self.read_fd):
+            if fd >= 0:
+                os.close(fd)
+
+
+def spawn(assignment_dir: str, device: str, workdir: Path, view: sandbox.View | None, gated: bool,
+          compiled: Path | None = None, preload: str = "") -> Spawned:  # fmt: skip
+    """Start a child that will wait for its job; with `preload` ("torch", or "compile" for
+    torch.compile's modules too) it imports those first, before it reads the job."""
     become_subreaper()
-    limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
+    limits, gpu_memory_gib, scratch = limits_of(assignment_dir)
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     _widen(read_fd)
-    gate_fd, gate_opener = os.pipe() if gate is not None else (-1, -1)
-    # bwrap and Popen keep the numbers of the descriptors they pass on.
-    job.key, job.channel_fd, job.gpu_memory_gib, job.gate_fd = key.hex(), write_fd, gpu_memory_gib, gate_fd
+    gate_fd, gate_opener = os.pipe() if gated else (-1, -1)
     lifeline, held = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
-    inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline)]
+    inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload]
     seccomp = sandbox.seccomp_filter() if view else None
     compiled = compiled or compiled_cache(workdir)
     if view is not None:
         view.scratch_bytes = scratch
         argv = sandbox.command(inner, view, seccomp, compiled)
-        env = child_environment(job.device, Path("/tmp"), compiled)
+        env = child_environment(device, Path("/tmp"), compiled)
+        cwd = "/"
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
         own.mkdir(mode=0o700)
-        argv, env = inner, child_environment(job.device, own, compiled)
-    run = ChildRun()
+        argv, env = inner, child_environment(device, own, compiled)
+        cwd = None
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
+    # bwrap and Popen keep the numbers of the descriptors they pass on.
+    passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd) if f is not None and f >= 0)
+    began, before = time.monotonic(), children()
+    process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)  # fmt: skip
+    _live_children.add(process.pid)
+    for fd in passed:
+        os.close(fd)
+    watchdog = Watchdog(process.pid, limits, before, disk=(compiled, scratch), siblings=_live_children)
+    captures = (_Capture(process.stdout), _Capture(process.stderr))
+    for thread in (watchdog, *captures):
+        thread.start()
+    return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, held, before, watchdog, captures,
+                   gpu_memory_gib, outputs, began)  # fmt: skip
+
+
+def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
+              gate: Callable[[str], object] | None = None, compiled: Path | None = None,
+              spawned: Spawned | None = None) -> ChildRun:  # fmt: skip
+    """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
+    With a `gate`, the child waits twice until `gate(stage)` returns: once torch is imported, before
+    it starts CUDA (stage "cuda"), and once its harness is up, before any student code ("run");
+    those waits count against no time limit. `compiled` is the grading's compilers' cache
+    (compile_cache.py; by default one in `workdir`). `spawned`, a child started ahead (`spawn`,
+    with a gate where `gate` is given), gets this job; without it a child starts now. The time
+    limit counts from the job's sending: what a child did before it had its job was no student's."""
+    child = spawned or spawn(job.assignment_dir, job.device, workdir, view, gate is not None, compiled)
+    child.taken = True
+    job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd
+    job.gpu_memory_gib = child.gpu_memory_gib
+    run = ChildRun()
+    process, watchdog = child.process, child.watchdog
 
     def open_gate(stage: str) -> None:
         run.gates.append((time.monotonic(), None))
         gate(stage)
         run.gates[-1] = (run.gates[-1][0], time.monotonic())
         try:
-            os.write(gate_opener, b"g")
+            os.write(child.gate_opener, b"g")
         except OSError:
             pass  # the child is gone: its death says why
 
-    passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd) if f is not None and f >= 0)
-    started, before = time.monotonic(), children()
-    run.began = started
-    process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=job.submission_dir if view is None else "/", env=env,
-                               start_new_session=True)  # fmt: skip
-    _live_children.add(process.pid)
-    for fd in passed:
-        os.close(fd)
-    watchdog = Watchdog(process.pid, limits, before, disk=(compiled, scratch))
-    channel = _Channel(read_fd, key, outputs, job.tasks, run, lambda: watchdog.kill_all(), int(gpu_memory_gib * 2**30),
-                       open_gate if gate is not None else None)  # fmt: skip
-    out, err = _Capture(process.stdout), _Capture(process.stderr)
-    for thread in (watchdog, channel, out, err):
-        thread.start()
+    channel = _Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
+                       int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
+    started = run.began = time.monotonic()
+    channel.start()
     _send_job(process, job)
     run.timed_out = _wait(process, started, timeout_s, run, gate is not None)
     watchdog.stop()
     watchdog.kill_all()  # whatever the child left behind goes with it
     process.wait()
     _live_children.discard(process.pid)
-    kill_orphans(before | _live_children)
-    for fd in (held, gate_opener):
+    kill_orphans(child.before | _live_children)
+    for fd in (child.held, child.gate_opener):
         if fd >= 0:
             os.close(fd)
+    out, err = child.captures
     for thread in (channel, out, err):
         thread.join(timeout=5)
     run.returncode, run.seconds = process.returncode, time.monotonic() - started

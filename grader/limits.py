@@ -100,14 +100,16 @@ class Watchdog(threading.Thread):
     """Watches the processes of one child (`leader`, a session leader) until stopped."""
 
     def __init__(self, leader: int, limits: Limits, known: set[int] | None = None,
-                 disk: tuple[Path, int] | None = None):
+                 disk: tuple[Path, int] | None = None, siblings: set[int] | None = None):  # fmt: skip
         super().__init__(daemon=True, name=f"limits-{leader}")
         self.leader, self.limits = leader, limits
         self.disk = disk  # a folder on the host's disk that the child may write, and its limit in bytes
         self.polls = 0
         # Processes reparented to this one (the grader is a subreaper) that were not its children
         # before the child started: daemons the child left behind, whatever session they made.
-        self.known = known
+        # `siblings`, the live set of children this process started, are never among them: a child
+        # started while this one waits for its job (grading.AssignmentGrading.spawn_timer) is not its.
+        self.known, self.siblings = known, siblings if siblings is not None else set()
         self.own_namespace = _namespace("self")
         self.namespace: str | None = None  # the child's PID namespace, once it has made one
         self.verdict: tuple[str, str] | None = None  # (reason, message) when a limit was hit
@@ -125,7 +127,8 @@ class Watchdog(threading.Thread):
         found = {}
         for pid, (parent, session, resident) in stats.items():
             mine = session == self.leader or pid == self.leader or _descends(pid, self.leader, stats)
-            adopted = self.known is not None and parent == me and pid not in self.known and pid != self.leader
+            adopted = (self.known is not None and parent == me and pid not in self.known and pid != self.leader
+                       and pid not in self.siblings)  # fmt: skip
             if mine or adopted or (self.namespace is not None and _namespace(pid) == self.namespace):
                 found[pid] = resident
         return found

@@ -335,3 +335,44 @@ def test_each_grade_says_where_its_time_went():
     cases = [t.metrics.get("seconds") for t in result.tests if t.kind == "correctness"]
     assert cases and all(isinstance(c, float) and c > 0 for c in cases), cases
     assert sum(cases) <= float(seconds["correctness"]) + 0.1, (cases, phases)
+
+
+def test_a_child_started_ahead_waits_for_its_job_and_counts_none_of_its_siblings(tmp_path):
+    """grading.spawn_timer starts the timing child while the correctness child runs: the waiting
+    child imports torch, gets its job later, and its watchdog never takes the sibling for its own
+    (the sibling's memory and processes are not its); one that gets no job leaves nothing behind."""
+    import threading
+
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, REPO_ROOT / "solutions", Settings(device="cpu"))
+    tasks = grading.case_tasks(assignment.parts[0])
+    try:
+        ahead = isolation.spawn(str(assignment.directory), "cpu", grading.workdir, grading.view, False, grading.compiled,
+                                "torch")  # fmt: skip
+        counted, done = set(), threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                siblings = set(isolation._live_children) - {ahead.process.pid}
+                counted.update(set(ahead.watchdog.members()) & siblings)
+                time.sleep(0.05)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            sibling = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks[:2]), grading.workdir,
+                                          grading.view, 120, compiled=grading.compiled)  # fmt: skip
+        finally:
+            done.set()
+            watcher.join()
+        assert sibling.finished and not counted, "the waiting child's watchdog counted its sibling as its own"
+        assert ahead.process.poll() is None and ahead.watchdog.verdict is None
+        run = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view, 120,
+                                  compiled=grading.compiled, spawned=ahead)  # fmt: skip
+        assert ahead.taken and run.finished and len(run.outcomes) == len(tasks)
+        assert not any(isinstance(done.outcome, Failure) for done in run.outcomes.values())
+        unused = isolation.spawn(str(assignment.directory), "cpu", grading.workdir, grading.view, False)
+        unused.discard()
+        assert unused.process.returncode is not None and unused.process.pid not in isolation._live_children
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)

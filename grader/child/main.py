@@ -66,7 +66,22 @@ def gib_fraction(gib: float, total: int) -> float:
     return gib * 2**30 / total
 
 
-def main(lifeline: str) -> None:
+def _preload(what: str) -> None:
+    """A child started ahead of its job (isolation.spawn) imports what it will need meanwhile:
+    torch and Triton, and with "compile" torch.compile's modules. Nothing starts on the GPU."""
+    if what not in ("torch", "compile"):
+        return
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+
+    if what == "compile":
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
+
+
+def main(lifeline: str, preload: str = "") -> None:
+    _die_with(int(lifeline))
+    _preload(preload)
     raw = sys.stdin.buffer.read(MAX_JOB_BYTES)
     sys.stdin.close()
     from grader.messages import FrameWriter, Hello, Imported, read_job
@@ -75,7 +90,6 @@ def main(lifeline: str) -> None:
     writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
     job.key = ""
     del raw
-    _die_with(int(lifeline))
     if job.device == "cuda":
         import torch  # noqa: F401 (no CUDA yet: importing starts nothing on the GPU)
         import triton  # noqa: F401
