@@ -9,7 +9,8 @@ phase exclusively, each from the moment its first child is up and waiting at its
 gate (isolation.run_child) to the phase's end, so that starting a child (the sandbox, torch, a
 CUDA context: about 5 s on an H100) overlaps other students' phases. It favours the timing phase:
 one that waits holds a turnstile that every new correctness phase must pass, so a stream of
-correctness runs cannot starve it.
+correctness runs cannot starve it, and a correctness phase under way lets it go first at its next
+case (`timing_waits`, grading.AssignmentGrading.gpu), so one long run of cases does not hold it back.
 
 The lock is two files locked with flock(2) in a folder every worker of the host sees: workers on
 one machine (a local cluster, or several Dask workers per node of a Slurm cluster, all pointed at
@@ -74,6 +75,20 @@ class GpuLock:
             with _locked(self.turnstile, fcntl.LOCK_EX), _locked(self.gpu, fcntl.LOCK_EX):
                 got()
                 yield time.monotonic() - started
+
+    def timing_waits(self) -> bool:
+        """Whether a timed phase waits for the GPU (it holds the turnstile while it waits). Asked
+        by a correctness phase between two cases, holding the GPU shared: no timed phase can hold
+        it then, and a correctness phase passing the turnstile holds it only for an instant (a
+        rare false yes costs a release and an immediate retake)."""
+        fd = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing releases it, where it was taken
+        return False
 
 
 @contextmanager

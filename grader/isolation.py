@@ -188,6 +188,8 @@ class _Channel(threading.Thread):
         elif isinstance(message, Done) and message.task == run.in_flight:
             run.outcomes[message.task] = message
             run.task_seconds[message.task] = time.monotonic() - run.task_began[message.task]
+            if self.open_gate is not None and len(run.outcomes) < len(self.tasks):
+                self.open_gate("next")  # the child waits for it before its next task
         elif isinstance(message, Finished):
             run.finished = True
             # Only shown: a figure torch's capped allocator could not have reached is dropped.
@@ -396,9 +398,9 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
               gate: Callable[[str], object] | None = None, compiled: Path | None = None,
               spawned: Spawned | None = None) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
-    With a `gate`, the child waits twice until `gate(stage)` returns: once torch is imported, before
-    it starts CUDA (stage "cuda"), and once its harness is up, before any student code ("run");
-    those waits count against no time limit. `compiled` is the grading's compilers' cache
+    With a `gate`, the child waits until `gate(stage)` returns: once torch is imported, before
+    it starts CUDA (stage "cuda"), once its harness is up, before any student code ("run"), and
+    between two tasks ("next"); those waits count against no time limit. `compiled` is the grading's compilers' cache
     (compile_cache.py; by default one in `workdir`). `spawned`, a child started ahead (`spawn`,
     with a gate where `gate` is given), gets this job; without it a child starts now. The time
     limit counts from the job's sending: what a child did before it had its job was no student's."""

@@ -238,3 +238,70 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
     cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", phases=Phases())
     with AssignmentGrading.judging(cpu):
         assert "waiting" not in cpu.phases, "the CPU tier judges on the CPU: nothing to wait for"
+
+
+def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(tmp_path, monkeypatch):
+    """Between two cases (gate stage "next") a correctness phase that holds the GPU shared lets a
+    timed phase that waits for it go first, then takes the GPU again; with none waiting it keeps it."""
+    holds = tmp_path / "holds.log"
+    monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
+    lock = GpuLock(tmp_path, "0")
+    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
+                              assignment=SimpleNamespace(name="matmul"),
+                              phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
+    log = []
+    with AssignmentGrading.gpu(grading, "correctness") as gate:
+        gate("cuda")
+        gate("run")
+        began = time.monotonic()
+        gate("next")
+        assert time.monotonic() - began < 0.2 and not lock.timing_waits(), "no timed phase waited: the GPU is kept"
+        timing, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "other student's timing")
+        assert not timing_in.wait(0.3), "a timed phase began while a correctness case ran"
+        assert lock.timing_waits()
+        threading.Timer(0.5, timing_go.set).start()
+        began = time.monotonic()
+        gate("next")
+        assert timing_in.is_set(), "the waiting timed phase did not go first"
+        assert time.monotonic() - began >= 0.4 and "other student's timing out" in log, "the next case ran beside it"
+        _, again_in, again_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a later timing")
+        assert not again_in.wait(0.3), "the correctness phase did not take the GPU again"
+    assert again_in.wait(5), "the lock was not released when the phase ended"
+    again_go.set()
+    timing.join(5)
+    labels = [line.split(" ", 5)[5] for line in holds.read_text().splitlines()]
+    assert labels.count("matmul correctness") == 1 and labels.count("matmul correctness again, after a timed phase") == 1
+    assert grading.phases["waiting"] >= 0.4
+
+
+def test_a_real_child_waits_at_its_gate_between_tasks(tmp_path, repo):
+    """Between two tasks the child waits for the gate's byte (stage "next"), never before its
+    first task nor after its last; the waits count against no time limit."""
+    import dataclasses
+    import shutil
+
+    from grader import isolation
+    from grader.grading import Settings
+    from grader.spec import load_assignment
+
+    assignment = load_assignment(repo / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, repo / "solutions", Settings(device="cpu"))
+    seen, opened = [], []
+
+    def gate(stage: str) -> None:
+        seen.append(stage)
+        if stage == "next":
+            time.sleep(1.0)  # another student's timed phase
+        opened.append(time.monotonic())
+
+    try:
+        tasks = grading.case_tasks(assignment.parts[0])[:3]
+        run = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view, 60.0,
+                                  gate)  # fmt: skip
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    assert run.finished and [t for t in run.outcomes] == [t.id for t in tasks], run.stderr
+    assert seen == ["cuda", "run", "next", "next"]
+    assert run.task_began[tasks[1].id] >= opened[2] and run.task_began[tasks[2].id] >= opened[3], \
+        "a task began before the gate opened"  # fmt: skip
+    assert run.gated_s >= 2.0, "the waits between tasks counted against the time limit"

@@ -143,9 +143,9 @@ def main(lifeline: str, preload: str = "") -> None:
     del kept
     writer.send(Hello("ready"))
     if job.gate_fd >= 0:
-        # Student code runs only once the parent holds the GPU for this phase.
+        # Student code runs only once the parent holds the GPU for this phase; the worker waits
+        # here again between tasks (the parent may let another student's timed phase go first).
         _wait_at_gate(job.gate_fd)
-        os.close(job.gate_fd)
     worker.Worker(job, writer.send, refusals, changed, is_library, _target_reports(job.device)).run()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: student atexit hooks cannot change what was sent
