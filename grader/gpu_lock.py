@@ -10,7 +10,8 @@ gate (isolation.run_child) to the phase's end, so that starting a child (the san
 CUDA context: about 5 s on an H100) overlaps other students' phases. It favours the timing phase:
 one that waits holds a turnstile that every new correctness phase must pass, so a stream of
 correctness runs cannot starve it, and a correctness phase under way lets it go first at its next
-case (`timing_waits`, grading.AssignmentGrading.gpu), so one long run of cases does not hold it back.
+case (`timing_waits`; grading.AssignmentGrading.gpu ends that child there and goes on in a fresh
+one after the timed phase), so one long run of cases does not hold it back.
 
 The lock is two files locked with flock(2) in a folder every worker of the host sees: workers on
 one machine (a local cluster, or several Dask workers per node of a Slurm cluster, all pointed at

@@ -29,6 +29,7 @@ from grader.spec import Assignment, Case, Part
 
 LOAD_REASONS = reasons.LOAD
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
+MAX_YIELDS = 2  # times a correctness phase ends its child so that another student's timed phase goes first
 
 
 @dataclass
@@ -274,10 +275,13 @@ class AssignmentGrading:
         kernel to a median of 0.11 ms); its second stage ("run") takes the phase's own hold before
         any student code runs: shared while correctness runs, alone while timing. The hold is kept
         until the phase ends (a second child of the phase passes at once), except that between
-        two correctness cases (stage "next") a correctness phase lets another student's timed phase
-        that waits go first: it lets go of the GPU and takes it again after that phase, its child
-        waiting meanwhile (on an H100, one grading's 17.7 s of matmul cases had held the first timed
-        phase back by 14.5 s). Waiting costs this grading none of its time limit."""
+        two correctness cases (stage "next") a correctness phase lets a timed phase that waits go
+        first (up to MAX_YIELDS times): its child is ended there, the hold let go once the child
+        is gone ("ended"), and the next child takes the GPU again after that phase. Ended, not
+        paused: a child that only waited at its gate could be made to run on (its code can reach
+        the gate), inside the other student's timed phase. On an H100 one grading's 17.7 s of matmul
+        cases had held the first timed phase back by 14.5 s. Waiting costs this grading none of
+        its time limit."""
         lock = _gpu_lock(self)
         if lock is None:
             yield None
@@ -285,7 +289,7 @@ class AssignmentGrading:
         with ExitStack() as hold:
             starting = hold.enter_context(ExitStack())  # a timing child's shared hold while it starts CUDA
             held = [hold.enter_context(ExitStack())]  # the phase's own hold
-            taken = []
+            taken, yields = [], []
 
             def take(exclusive: bool, stage: str = "") -> ExitStack:
                 label = f"{self.assignment.name} {phase}{stage}"
@@ -295,16 +299,19 @@ class AssignmentGrading:
                 self.phases.add("waiting", waited)
                 return stack
 
-            def gate(stage: str) -> None:
-                if stage == "next":
-                    if taken and phase != "timing" and lock.timing_waits():
-                        held[0].close()
-                        held[0] = take(exclusive=False, stage=" again, after a timed phase")
-                    return
+            def gate(stage: str) -> bool:
+                if stage == "next":  # False: end the child here, a timed phase waits
+                    go_on = phase == "timing" or len(yields) >= MAX_YIELDS or not lock.timing_waits()
+                    yields.extend([] if go_on else [stage])
+                    return go_on
+                if stage == "ended":
+                    held[0].close()
+                    taken.clear()
+                    return True
                 if taken:
-                    return  # the phase holds the GPU already
+                    return True  # the phase holds the GPU already
                 if phase != "timing":
-                    held[0] = take(exclusive=False)
+                    held[0] = take(exclusive=False, stage=" again, after a timed phase" if yields else "")
                     taken.append(phase)
                 elif stage == "cuda":
                     starting.enter_context(take(exclusive=False, stage=" cuda start"))
@@ -312,6 +319,7 @@ class AssignmentGrading:
                     starting.close()
                     held[0] = take(exclusive=True)
                     taken.append(phase)
+                return True
 
             yield gate
 

@@ -103,6 +103,7 @@ class ChildRun:
     gpu_reserved_bytes: int = 0  # the child's own figure (Finished), within its cap; 0 if none came
     imported: bool = False  # with a gate: the child imported torch and waited to start CUDA
     gates: list[tuple[float, float | None]] = field(default_factory=list)  # each wait at the gate (monotonic)
+    yielded: bool = False  # killed between two tasks so that another student's timed phase could go first
 
     def waited(self, now: float) -> float:
         """Seconds spent at the gate so far (both of its stages): they count against no time limit."""
@@ -123,6 +124,9 @@ class ChildRun:
         code = self.returncode
         tail = "\n".join(self.stderr.strip().splitlines()[-12:])
         detail = f"\nLast lines of stderr:\n{tail}" if tail else ""
+        if self.yielded:  # it was to wait at the gate between two tasks, and a task had begun
+            return "tampering", ("the process began a task while the grader held it between two tasks: "
+                                 "code in it read or replaced the grader's gate")  # fmt: skip
         if self.violation:
             return self.violation.reason, f"{self.violation.message}{detail}"
         if self.limit_hit:
@@ -400,7 +404,9 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
     With a `gate`, the child waits until `gate(stage)` returns: once torch is imported, before
     it starts CUDA (stage "cuda"), once its harness is up, before any student code ("run"), and
-    between two tasks ("next"); those waits count against no time limit. `compiled` is the grading's compilers' cache
+    between two tasks ("next"); those waits count against no time limit. Where the "next" stage
+    returns False the child is killed there, between two tasks, and once it is gone the gate is
+    told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). `compiled` is the grading's compilers' cache
     (compile_cache.py; by default one in `workdir`). `spawned`, a child started ahead (`spawn`,
     with a gate where `gate` is given), gets this job; without it a child starts now. The time
     limit counts from the job's sending: what a child did before it had its job was no student's."""
@@ -412,9 +418,15 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     process, watchdog = child.process, child.watchdog
 
     def open_gate(stage: str) -> None:
+        if run.yielded:
+            return  # it is being ended: a Done that was already on its way opens nothing
         run.gates.append((time.monotonic(), None))
-        gate(stage)
+        go = gate(stage)
         run.gates[-1] = (run.gates[-1][0], time.monotonic())
+        if go is False:  # between two tasks, the phase lets another go first: this child ends here
+            run.yielded = True
+            watchdog.kill_all()
+            return
         try:
             os.write(child.gate_opener, b"g")
         except OSError:
@@ -440,6 +452,8 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
     run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
+    if run.yielded:
+        gate("ended")  # it and all it started are gone: the phase may let go of the GPU
     return run
 
 

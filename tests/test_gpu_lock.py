@@ -241,8 +241,12 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
 
 
 def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(tmp_path, monkeypatch):
-    """Between two cases (gate stage "next") a correctness phase that holds the GPU shared lets a
-    timed phase that waits for it go first, then takes the GPU again; with none waiting it keeps it."""
+    """Between two cases (gate stage "next") a correctness phase that holds the GPU shared answers
+    False where a timed phase waits (its child is to end there), lets go of the GPU once told the
+    child is gone ("ended"), and its next child takes it again after the timed phase; with none
+    waiting the phase keeps the GPU, and it lets others go first MAX_YIELDS times at most."""
+    from grader.grading import MAX_YIELDS
+
     holds = tmp_path / "holds.log"
     monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
     lock = GpuLock(tmp_path, "0")
@@ -251,57 +255,140 @@ def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(t
                               phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
     log = []
     with AssignmentGrading.gpu(grading, "correctness") as gate:
-        gate("cuda")
-        gate("run")
-        began = time.monotonic()
-        gate("next")
-        assert time.monotonic() - began < 0.2 and not lock.timing_waits(), "no timed phase waited: the GPU is kept"
+        assert gate("cuda") and gate("run")
+        assert gate("next") is True and not lock.timing_waits(), "no timed phase waited: the GPU is kept"
         timing, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "other student's timing")
         assert not timing_in.wait(0.3), "a timed phase began while a correctness case ran"
-        assert lock.timing_waits()
-        threading.Timer(0.5, timing_go.set).start()
+        assert gate("next") is False, "the waiting timed phase was not let go first"
+        assert not timing_in.wait(0.2), "the GPU was let go before the child was gone"
+        gate("ended")
+        assert timing_in.wait(5), "the GPU was not let go once the child was gone"
         began = time.monotonic()
-        gate("next")
-        assert timing_in.is_set(), "the waiting timed phase did not go first"
-        assert time.monotonic() - began >= 0.4 and "other student's timing out" in log, "the next case ran beside it"
+        threading.Timer(0.5, timing_go.set).start()
+        gate("cuda")  # the next child of the phase
+        assert time.monotonic() - began >= 0.45, "the next child ran beside the timed phase"
+        gate("run")
         _, again_in, again_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a later timing")
         assert not again_in.wait(0.3), "the correctness phase did not take the GPU again"
+        for _ in range(MAX_YIELDS - 1):
+            assert gate("next") is False
+            gate("ended")
+            assert again_in.wait(5)
+            again_go.set()
+            gate("cuda")
+            _, again_in, again_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "yet another timing")
+            assert not again_in.wait(0.3)
+        assert gate("next") is True, f"more than {MAX_YIELDS} yields in one phase"
     assert again_in.wait(5), "the lock was not released when the phase ended"
     again_go.set()
     timing.join(5)
     labels = [line.split(" ", 5)[5] for line in holds.read_text().splitlines()]
-    assert labels.count("matmul correctness") == 1 and labels.count("matmul correctness again, after a timed phase") == 1
+    assert labels.count("matmul correctness") == 1
+    assert labels.count("matmul correctness again, after a timed phase") == MAX_YIELDS
     assert grading.phases["waiting"] >= 0.4
 
 
-def test_a_real_child_waits_at_its_gate_between_tasks(tmp_path, repo):
-    """Between two tasks the child waits for the gate's byte (stage "next"), never before its
-    first task nor after its last; the waits count against no time limit."""
-    import dataclasses
-    import shutil
-
-    from grader import isolation
+def _gated_grading(repo):
     from grader.grading import Settings
     from grader.spec import load_assignment
 
     assignment = load_assignment(repo / "assignments" / "vector_add")
     grading = AssignmentGrading(assignment, repo / "solutions", Settings(device="cpu"))
-    seen, opened = [], []
+    return grading, grading.case_tasks(assignment.parts[0])[:3]
 
-    def gate(stage: str) -> None:
+
+def _recording_gate(ends_at, deciding_s: float = 0.0):
+    """A gate for run_tasks that records its stages and the children alive when told one ended;
+    at the n-th "next" it ends the child where `ends_at(n)`."""
+    from grader import isolation
+
+    seen, alive_when_ended = [], []
+
+    def gate(stage: str) -> bool:
         seen.append(stage)
-        if stage == "next":
-            time.sleep(1.0)  # another student's timed phase
-        opened.append(time.monotonic())
+        if stage == "ended":
+            alive_when_ended.extend(isolation._live_children)
+        if stage != "next":
+            return True
+        time.sleep(deciding_s)
+        return not ends_at(seen.count("next"))
 
+    return gate, seen, alive_when_ended
+
+
+def test_a_real_child_ended_between_tasks_leaves_them_to_a_fresh_one(tmp_path, repo):
+    """The gate between tasks in real children (run_tasks): a child told to end after its first task
+    is killed there, before its second begins; the gate hears it is gone only once it is; a fresh
+    child grades the rest, every task once and as itself."""
+    import shutil
+
+    from grader.grading import Settings, run_tasks
+    from grader.messages import CaseReport
+    from grader.spec import load_assignment
+
+    assignment = load_assignment(repo / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, repo / "solutions", Settings(device="cpu"))
+    tasks = grading.case_tasks(assignment.parts[0])[:3]
+    gate, seen, alive_when_ended = _recording_gate(lambda nexts: nexts == 1)
     try:
-        tasks = grading.case_tasks(assignment.parts[0])[:3]
-        run = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view, 60.0,
-                                  gate)  # fmt: skip
+        results = run_tasks(grading.job, tasks, grading.workdir, grading.view, _Budget(120.0), gate=gate)
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
-    assert run.finished and [t for t in run.outcomes] == [t.id for t in tasks], run.stderr
-    assert seen == ["cuda", "run", "next", "next"]
-    assert run.task_began[tasks[1].id] >= opened[2] and run.task_began[tasks[2].id] >= opened[3], \
-        "a task began before the gate opened"  # fmt: skip
-    assert run.gated_s >= 2.0, "the waits between tasks counted against the time limit"
+    assert seen == ["cuda", "run", "next", "ended", "cuda", "run", "next"], seen
+    assert not alive_when_ended, "the gate heard the child was gone while it was not"
+    assert set(results) == {t.id for t in tasks}
+    assert all(isinstance(r.outcome, CaseReport) for r in results.values()), results
+
+
+# A student's module that makes every pipe its process reads from one of its own, full of bytes:
+# the child's gate between tasks (and its lifeline) no longer waits for the grader.
+_SKIPS_THE_GATE = """import fcntl as _fcntl
+import os as _os
+import stat as _stat
+
+_r, _w = _os.pipe()
+_fcntl.fcntl(_w, _fcntl.F_SETFL, _os.O_NONBLOCK)
+try:
+    while True:
+        _os.write(_w, b"g" * 4096)
+except BlockingIOError:
+    pass
+for _fd in range(3, 64):
+    if _fd in (_r, _w):
+        continue
+    try:
+        _mode = _os.fstat(_fd).st_mode
+    except OSError:
+        continue
+    if _stat.S_ISFIFO(_mode) and _fcntl.fcntl(_fd, _fcntl.F_GETFL) & _os.O_ACCMODE == _os.O_RDONLY:
+        _os.dup2(_r, _fd)
+
+"""
+
+
+def test_a_child_that_runs_past_its_gate_between_tasks_loses_the_task_it_began(tmp_path, repo):
+    """A child is ended between two tasks, not trusted to wait: one whose code replaced the gate
+    (a pipe of its own, full of bytes) goes on while the grader decides, and the task it began is
+    `tampering`; the GPU is let go only once that child is gone."""
+    import shutil
+
+    from grader.grading import Settings, run_tasks
+    from grader.messages import CaseReport, Failure
+    from grader.spec import load_assignment
+
+    student = tmp_path / "student" / "vector_add"
+    shutil.copytree(repo / "solutions" / "vector_add", student)
+    (student / "vector_add.py").write_text(_SKIPS_THE_GATE + (student / "vector_add.py").read_text())
+    assignment = load_assignment(repo / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, student.parent, Settings(device="cpu"))
+    tasks = grading.case_tasks(assignment.parts[0])[:4]
+    # The grader takes its time deciding: a child that does not wait goes on meanwhile.
+    gate, seen, alive_when_ended = _recording_gate(lambda nexts: True, deciding_s=0.5)
+    try:
+        results = run_tasks(grading.job, tasks, grading.workdir, grading.view, _Budget(120.0), gate=gate)
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    assert isinstance(results[tasks[0].id].outcome, CaseReport), "the task done before the gate was lost"
+    began = [r.outcome for t in tasks[1:] for r in [results[t.id]] if isinstance(r.outcome, Failure)]
+    assert began and began[0].reason == "tampering" and "between two tasks" in began[0].message, began
+    assert seen.count("next") == seen.count("ended") and not alive_when_ended
