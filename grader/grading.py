@@ -279,7 +279,7 @@ class AssignmentGrading:
         first (up to MAX_YIELDS times): its child is ended there, the hold let go once the child
         is gone ("ended"), and the next child takes the GPU again after that phase. Ended, not
         paused: a child that only waited at its gate could be made to run on (its code can reach
-        the gate), inside the other student's timed phase. On an H100 one grading's 17.7 s of matmul
+        the gate), inside the other student's timed phase. On an H100 one assignment's 17.7 s of
         cases had held the first timed phase back by 14.5 s. Waiting costs this grading none of
         its time limit."""
         lock = _gpu_lock(self)
