@@ -111,7 +111,8 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
               spawned: isolation.Spawned | None = None) -> dict[str, TaskResult]:  # fmt: skip
     """Every task's outcome: a child's report, or the reason it never reported. Each child's
     seconds go to `phases` under `phase`; `compiled` is the compilers' cache of the grading;
-    `spawned`, a child started ahead, takes the first job (a later child starts afresh)."""
+    `spawned`, a child started ahead, takes the first job (a later child starts afresh; one that
+    got no job is the caller's to discard)."""
     phases = Phases() if phases is None else phases
     results: dict[str, TaskResult] = {}
     pending = list(tasks)
@@ -147,8 +148,6 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
         pending = [t for t in pending if t.id not in results]
         if run.timed_out:
             break
-    if spawned is not None:
-        spawned.discard()  # no job came to it: the time limit was spent (else it was taken: nothing to do)
     for task in pending:
         results.setdefault(task.id, _failure("timeout", "not run: the assignment's time limit was spent"))
     return results
@@ -200,8 +199,7 @@ class AssignmentGrading:
         if self.device != "cuda" or not benched:
             return None
         preload = "compile" if any(part.shown and part.shown.compiled for part in benched) else "torch"
-        return isolation.spawn(str(self.assignment.directory), self.device, self.workdir, self.view,
-                               _gpu_lock(self) is not None, self.compiled, preload)  # fmt: skip
+        return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, preload)
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None) -> list[TestResult]:
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
@@ -301,9 +299,10 @@ class AssignmentGrading:
 
             def gate(stage: str) -> bool:
                 if stage == "next":  # False: end the child here, a timed phase waits
-                    go_on = phase == "timing" or len(yields) >= MAX_YIELDS or not lock.timing_waits()
-                    yields.extend([] if go_on else [stage])
-                    return go_on
+                    if phase == "timing" or len(yields) >= MAX_YIELDS or not lock.timing_waits():
+                        return True
+                    yields.append(stage)
+                    return False
                 if stage == "ended":
                     held[0].close()
                     taken.clear()

@@ -338,30 +338,37 @@ class Spawned:
     captures: tuple[_Capture, _Capture]
     gpu_memory_gib: float
     outputs: Path
-    began: float
     taken: bool = False  # run_child gave it a job (and ended it)
+
+    def reap(self) -> None:
+        """The child has ended, or is to: it and whatever it left behind go, and this end's
+        descriptors close (the channel's reading end is the channel's to close)."""
+        self.watchdog.stop()
+        self.watchdog.kill_all()  # whatever the child left behind goes with it
+        self.process.wait()
+        _live_children.discard(self.process.pid)
+        kill_orphans(self.before | _live_children)
+        for fd in (self.held, self.gate_opener):
+            if fd >= 0:
+                os.close(fd)
 
     def discard(self) -> None:
         """The job never came (nothing left to time): the child and all it started go."""
         if self.taken:
             return
         self.taken = True
-        self.watchdog.stop()
-        self.watchdog.kill_all()
         self.process.kill()
-        self.process.wait()
-        _live_children.discard(self.process.pid)
-        for fd in (self.held, self.gate_opener, self.read_fd):
-            if fd >= 0:
-                os.close(fd)
+        self.reap()
+        os.close(self.read_fd)
 
 
-def spawn(assignment_dir: str, device: str, workdir: Path, view: sandbox.View | None, gated: bool,
-          compiled: Path | None = None, preload: str = "") -> Spawned:  # fmt: skip
-    """Start a child that will wait for its job; with `preload` ("torch", or "compile" for
-    torch.compile's modules too) it imports those first, before it reads the job."""
+def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
+          preload: str = "") -> Spawned:  # fmt: skip
+    """Start a child for a job of `job`'s assignment and submission, which will wait for its job
+    (its tasks come later); with `preload` ("torch", or "compile" for torch.compile's modules too)
+    it imports those first, before it reads the job."""
     become_subreaper()
-    limits, gpu_memory_gib, scratch = limits_of(assignment_dir)
+    limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     _widen(read_fd)
@@ -373,20 +380,19 @@ def spawn(assignment_dir: str, device: str, workdir: Path, view: sandbox.View | 
     if view is not None:
         view.scratch_bytes = scratch
         argv = sandbox.command(inner, view, seccomp, compiled)
-        env = child_environment(device, Path("/tmp"), compiled)
-        cwd = "/"
+        env = child_environment(job.device, Path("/tmp"), compiled)
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
         own.mkdir(mode=0o700)
-        argv, env = inner, child_environment(device, own, compiled)
-        cwd = None
+        argv, env = inner, child_environment(job.device, own, compiled)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
     passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd) if f is not None and f >= 0)
-    began, before = time.monotonic(), children()
+    before = children()
     process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)  # fmt: skip
+                               stderr=subprocess.PIPE, cwd=job.submission_dir if view is None else "/", env=env,
+                               start_new_session=True)  # fmt: skip
     _live_children.add(process.pid)
     for fd in passed:
         os.close(fd)
@@ -395,7 +401,7 @@ def spawn(assignment_dir: str, device: str, workdir: Path, view: sandbox.View | 
     for thread in (watchdog, *captures):
         thread.start()
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, held, before, watchdog, captures,
-                   gpu_memory_gib, outputs, began)  # fmt: skip
+                   gpu_memory_gib, outputs)  # fmt: skip
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
@@ -406,11 +412,11 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     it starts CUDA (stage "cuda"), once its harness is up, before any student code ("run"), and
     between two tasks ("next"); those waits count against no time limit. Where the "next" stage
     returns False the child is killed there, between two tasks, and once it is gone the gate is
-    told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). `compiled` is the grading's compilers' cache
-    (compile_cache.py; by default one in `workdir`). `spawned`, a child started ahead (`spawn`,
+    told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). `compiled`
+    is the grading's compilers' cache (compile_cache.py; by default one in `workdir`). `spawned`, a child started ahead (`spawn`,
     with a gate where `gate` is given), gets this job; without it a child starts now. The time
     limit counts from the job's sending: what a child did before it had its job was no student's."""
-    child = spawned or spawn(job.assignment_dir, job.device, workdir, view, gate is not None, compiled)
+    child = spawned or spawn(job, workdir, view, gate is not None, compiled)
     child.taken = True
     job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd
     job.gpu_memory_gib = child.gpu_memory_gib
@@ -438,14 +444,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     channel.start()
     _send_job(process, job)
     run.timed_out = _wait(process, started, timeout_s, run, gate is not None)
-    watchdog.stop()
-    watchdog.kill_all()  # whatever the child left behind goes with it
-    process.wait()
-    _live_children.discard(process.pid)
-    kill_orphans(child.before | _live_children)
-    for fd in (child.held, child.gate_opener):
-        if fd >= 0:
-            os.close(fd)
+    child.reap()
     out, err = child.captures
     for thread in (channel, out, err):
         thread.join(timeout=5)

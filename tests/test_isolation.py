@@ -347,8 +347,7 @@ def test_a_child_started_ahead_waits_for_its_job_and_counts_none_of_its_siblings
     grading = AssignmentGrading(assignment, REPO_ROOT / "solutions", Settings(device="cpu"))
     tasks = grading.case_tasks(assignment.parts[0])
     try:
-        ahead = isolation.spawn(str(assignment.directory), "cpu", grading.workdir, grading.view, False, grading.compiled,
-                                "torch")  # fmt: skip
+        ahead = isolation.spawn(grading.job, grading.workdir, grading.view, False, grading.compiled, "torch")
         counted, done = set(), threading.Event()
 
         def watch() -> None:
@@ -371,8 +370,31 @@ def test_a_child_started_ahead_waits_for_its_job_and_counts_none_of_its_siblings
                                   compiled=grading.compiled, spawned=ahead)  # fmt: skip
         assert ahead.taken and run.finished and len(run.outcomes) == len(tasks)
         assert not any(isinstance(done.outcome, Failure) for done in run.outcomes.values())
-        unused = isolation.spawn(str(assignment.directory), "cpu", grading.workdir, grading.view, False)
+        unused = isolation.spawn(grading.job, grading.workdir, grading.view, False)
         unused.discard()
         assert unused.process.returncode is not None and unused.process.pid not in isolation._live_children
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
+
+
+def test_without_a_sandbox_a_child_runs_in_its_submission_folder(tmp_path):
+    """Where the OS refuses the sandbox, the child's working directory is the submission's folder
+    (relative paths in student code mean what they mean there), whether it starts with its job or
+    ahead of it."""
+    folder = tmp_path / "student" / "vector_add"
+    shutil.copytree(REPO_ROOT / "solutions" / "vector_add", folder)
+    source = folder / "vector_add.py"
+    source.write_text('import os\nprint("cwd:", os.getcwd(), flush=True)\n' + source.read_text())
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, folder.parent, Settings(device="cpu", sandbox=False))
+    try:
+        assert grading.view is None
+        job = dataclasses.replace(grading.job, tasks=grading.case_tasks(assignment.parts[0])[:1])
+        ahead = isolation.spawn(grading.job, grading.workdir, None, False, grading.compiled, "torch")
+        runs = [isolation.run_child(job, grading.workdir, None, 120), isolation.run_child(
+            dataclasses.replace(job), grading.workdir, None, 120, spawned=ahead)]  # fmt: skip
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    for run in runs:
+        assert run.finished, run.stderr
+        assert run.stdout.split("cwd:")[1].split()[0] == grading.job.submission_dir
