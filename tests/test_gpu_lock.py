@@ -297,9 +297,10 @@ def _gated_grading(repo):
     return grading, grading.case_tasks(assignment.parts[0])[:3]
 
 
-def _recording_gate(ends_at, deciding_s: float = 0.0):
+def _recording_gate(ends_at, deciding=lambda: None):
     """A gate for run_tasks that records its stages and the children alive when told one ended;
-    at the n-th "next" it ends the child where `ends_at(n)`."""
+    at the n-th "next" it calls `deciding()` (the grader taking its time), then ends the child
+    where `ends_at(n)`."""
     from grader import isolation
 
     seen, alive_when_ended = [], []
@@ -310,7 +311,7 @@ def _recording_gate(ends_at, deciding_s: float = 0.0):
             alive_when_ended.extend(isolation._live_children)
         if stage != "next":
             return True
-        time.sleep(deciding_s)
+        deciding()
         return not ends_at(seen.count("next"))
 
     return gate, seen, alive_when_ended
@@ -340,6 +341,34 @@ def test_a_real_child_ended_between_tasks_leaves_them_to_a_fresh_one(tmp_path, r
     assert all(isinstance(r.outcome, CaseReport) for r in results.values()), results
 
 
+def _recording(channel_class, channels: list):
+    """`channel_class`, each instance made also appended to `channels`."""
+
+    def make(*args, **kwargs):
+        channels.append(channel_class(*args, **kwargs))
+        return channels[-1]
+
+    return make
+
+
+def _until_more_on(file, limit_s: float = 60.0) -> None:
+    """Wait until the channel has bytes not yet read (in its buffer or in the pipe); the reading
+    thread is the one waiting here, so nothing else reads meanwhile."""
+    import select
+
+    fd, deadline = file.fileno(), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        os.set_blocking(fd, False)
+        try:
+            waiting = file.peek(1)
+        finally:
+            os.set_blocking(fd, True)
+        if waiting:
+            return
+        select.select([fd], [], [], 0.1)
+    raise AssertionError(f"the child wrote nothing more within {limit_s:.0f} s")
+
+
 # A student's module that makes every pipe its process reads from one of its own, full of bytes:
 # the child's gate between tasks (and its lifeline) no longer waits for the grader.
 _SKIPS_THE_GATE = """import fcntl as _fcntl
@@ -366,12 +395,13 @@ for _fd in range(3, 64):
 """
 
 
-def test_a_child_that_runs_past_its_gate_between_tasks_loses_the_task_it_began(tmp_path, repo):
+def test_a_child_that_runs_past_its_gate_between_tasks_loses_the_task_it_began(tmp_path, repo, monkeypatch):
     """A child is ended between two tasks, not trusted to wait: one whose code replaced the gate
     (a pipe of its own, full of bytes) goes on while the grader decides, and the task it began is
     `tampering`; the GPU is let go only once that child is gone."""
     import shutil
 
+    from grader import isolation
     from grader.grading import Settings, run_tasks
     from grader.messages import CaseReport, Failure
     from grader.spec import load_assignment
@@ -382,8 +412,12 @@ def test_a_child_that_runs_past_its_gate_between_tasks_loses_the_task_it_began(t
     assignment = load_assignment(repo / "assignments" / "vector_add")
     grading = AssignmentGrading(assignment, student.parent, Settings(device="cpu"))
     tasks = grading.case_tasks(assignment.parts[0])[:4]
-    # The grader takes its time deciding: a child that does not wait goes on meanwhile.
-    gate, seen, alive_when_ended = _recording_gate(lambda nexts: True, deciding_s=0.5)
+    # The grader takes its time deciding: a child that does not wait goes on meanwhile. The gate
+    # decides only once the child has written its next message (the Start of a task it should
+    # not have begun), so a slow machine cannot make this pass or fail by timing alone.
+    channels = []
+    monkeypatch.setattr(isolation, "_Channel", _recording(isolation._Channel, channels))
+    gate, seen, alive_when_ended = _recording_gate(lambda nexts: True, lambda: _until_more_on(channels[-1].file))
     try:
         results = run_tasks(grading.job, tasks, grading.workdir, grading.view, _Budget(120.0), gate=gate)
     finally:
