@@ -104,6 +104,7 @@ class ChildRun:
     imported: bool = False  # with a gate: the child imported torch and waited to start CUDA
     gates: list[tuple[float, float | None]] = field(default_factory=list)  # each wait at the gate (monotonic)
     yielded: bool = False  # killed between two tasks so that another student's timed phase could go first
+    gate_error: BaseException | None = None  # what the gate raised (a fault of the grader's), re-raised to the caller
 
     def waited(self, now: float) -> float:
         """Seconds spent at the gate so far (both of its stages): they count against no time limit."""
@@ -427,8 +428,15 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         if run.yielded:
             return  # it is being ended: a Done that was already on its way opens nothing
         run.gates.append((time.monotonic(), None))
-        go = gate(stage)
-        run.gates[-1] = (run.gates[-1][0], time.monotonic())
+        try:
+            go = gate(stage)
+        except BaseException as error:  # the grader's own fault: the child ends, run_child raises it
+            run.gate_error = error
+            watchdog.kill_all()
+            return
+        finally:
+            # A wait at the gate that never closed would move the child's deadline for ever.
+            run.gates[-1] = (run.gates[-1][0], time.monotonic())
         if go is False:  # between two tasks, the phase lets another go first: this child ends here
             run.yielded = True
             watchdog.kill_all()
@@ -451,6 +459,8 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
     run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
+    if run.gate_error is not None:
+        raise run.gate_error
     if run.yielded:
         gate("ended")  # it and all it started are gone: the phase may let go of the GPU
     return run

@@ -369,6 +369,32 @@ def _until_more_on(file, limit_s: float = 60.0) -> None:
     raise AssertionError(f"the child wrote nothing more within {limit_s:.0f} s")
 
 
+def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
+    """A fault of the grader's own at the gate (a lock that cannot be taken, say): the child is
+    killed and the error reaches the caller, never a wait that moves the child's deadline for ever."""
+    import shutil
+
+    from grader.grading import run_tasks
+
+    grading, tasks = _gated_grading(repo)
+
+    def gate(stage: str) -> bool:
+        if stage == "run":
+            raise OSError("the lock's folder is gone")
+        return True
+
+    began = time.monotonic()
+    try:
+        with pytest.raises(OSError, match="the lock's folder is gone"):
+            run_tasks(grading.job, tasks, grading.workdir, grading.view, _Budget(120.0), gate=gate)
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    assert time.monotonic() - began < 60, "the grading waited on after its gate failed"
+    from grader import isolation
+
+    assert not isolation._live_children, "the child outlived its failed gate"
+
+
 # A student's module that makes every pipe its process reads from one of its own, full of bytes:
 # the child's gate between tasks (and its lifeline) no longer waits for the grader.
 _SKIPS_THE_GATE = """import fcntl as _fcntl
@@ -382,8 +408,8 @@ try:
         _os.write(_w, b"g" * 4096)
 except BlockingIOError:
     pass
-for _fd in range(3, 64):
-    if _fd in (_r, _w):
+for _fd in sorted(int(_name) for _name in _os.listdir("/proc/self/fd")):
+    if _fd < 3 or _fd in (_r, _w):
         continue
     try:
         _mode = _os.fstat(_fd).st_mode
