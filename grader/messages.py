@@ -232,21 +232,8 @@ class CaseReport:
 
 @dataclass
 class Timings:
-    """One function's timed calls, a list entry per call (timing.py; fences.py for the last two)."""
-
     event_ms: list[float] = field(default_factory=list)
     hidden_ms: list[float] = field(default_factory=list)  # host time the events did not see
-    late_us: list[float] = field(default_factory=list)  # the GPU partly held by something else as the call's fence began
-    device_ms: list[float] = field(default_factory=list)  # the GPU busy from the call's start until all its work ended
-
-    def add(self, event_ms: float, hidden_ms: float, late_us: float, device_ms: float) -> None:
-        for samples, value in ((self.event_ms, event_ms), (self.hidden_ms, hidden_ms), (self.late_us, late_us),
-                               (self.device_ms, device_ms)):  # fmt: skip
-            samples.append(value)
-
-    def drop_from(self, index: int) -> None:
-        for samples in (self.event_ms, self.hidden_ms, self.late_us, self.device_ms):
-            del samples[index:]
 
 
 @dataclass

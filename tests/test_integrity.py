@@ -219,8 +219,6 @@ def test_a_part_that_requires_block_pointers_judges_every_kernels_loads():
 
 
 def _measure(student, n: int = 1 << 24):
-    from grader.child.fences import Fences
-
     def make(seed: int) -> dict:
         generator = torch.Generator(device="cuda").manual_seed(seed)
         return {name: torch.randn(n, device="cuda", generator=generator) for name in ("x", "y")}
@@ -228,15 +226,7 @@ def _measure(student, n: int = 1 << 24):
     perf = Performance(repetitions=10, tiers=((0.8, 1.0),))
     harness = f"grader::harness:{secrets.token_hex(4)}"
     return timing.measure(lambda fn, **kw: fn(**kw), student, lambda x, y: x + y, make, perf,
-                          Tolerance(1e-5, 1e-9, 1e-6), harness, Fences(torch.device("cuda")))  # fmt: skip
-
-
-def _tampering(measured, n: int = 1 << 24) -> str | None:
-    """The parent's tampering checks on what `_measure` took, as judge_bench makes them."""
-    report = BenchReport(measured.student, measured.baseline, Activity(), measured.checks)
-    metrics = judging.speed_metrics(report, {"bytes": 3 * 4 * n, "flops": n})
-    metrics["copy_gbps"] = timing.copy_bandwidth(torch.device("cuda"))
-    return judging.tampering(metrics)
+                          Tolerance(1e-5, 1e-9, 1e-6), harness)  # fmt: skip
 
 
 @requires_gpu
@@ -279,61 +269,12 @@ def test_work_on_a_side_stream_shows_as_hidden_time():
         return out
 
     measured = _measure(on_a_side_stream)
-    assert _tampering(measured) is not None
-    assert statistics.median(measured.student.hidden_ms) > 1.0, "the synchronized wall clock saw the side stream's work"
-
-
-@requires_gpu
-@pytest.mark.gpu
-def test_honest_calls_pass_the_fences():
-    """torch's own add, timed as a student's, is no tampering: the fences find the GPU free before
-    each call and nothing running after its end event."""
-    measured = _measure(lambda x, y: x + y)
-    assert _tampering(measured) is None
-    assert statistics.median(measured.student.late_us) < judging.LATE_US
-    unseen = [d - e for d, e in zip(measured.student.device_ms, measured.student.event_ms)]
-    assert abs(statistics.median(unseen)) < judging.UNSEEN_MS, unseen
-
-
-@requires_gpu
-@pytest.mark.gpu
-def test_work_on_a_side_stream_during_the_wait_shows_as_unseen_device_time():
-    """The real work on a stream of the call's own, started at once (no wait for the timed stream),
-    and a short kernel on the timed stream: without the fences the work ran inside the wait before
-    the start event. It now waits for the fence, runs past the end event, and shows there."""
-    side = torch.cuda.Stream()
-
-    def during_the_wait(x, y):
-        with torch.cuda.stream(side):
-            out = x + y
-        torch.cuda._sleep(20_000)  # about 10 us on the timed stream: all the events see
-        return out
-
-    measured = _measure(during_the_wait)
-    verdict = _tampering(measured)
-    assert verdict is not None and "after the CUDA events saw the call end" in verdict, verdict
-
-
-@requires_gpu
-@pytest.mark.gpu
-def test_a_kernel_holding_part_of_the_gpu_when_the_fence_begins_shows_as_late():
-    """A kernel started ahead of the call (a thread's, say) holds a place on one SM: the fence
-    before the call cannot fill the GPU until it ends, and says how late its last program came."""
-    from grader.child.fences import Fences
-
-    fences, side = Fences(torch.device("cuda")), torch.cuda.Stream()
-    late = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        fences.arm()
-        torch.cuda.synchronize()
-        with torch.cuda.stream(side):
-            torch.cuda._sleep(400_000)  # one thread on one SM, about 0.2 ms
-        fences.before(torch.cuda.current_stream().cuda_stream)
-        fences.after(torch.cuda.current_stream().cuda_stream)
-        torch.cuda.synchronize()
-        late.append(fences.read().late_us)
-    assert statistics.median(late) > judging.LATE_US, late
+    medians = {"student_hidden_ms": statistics.median(measured.student.hidden_ms),
+               "baseline_hidden_ms": statistics.median(measured.baseline.hidden_ms),
+               "student_ms": statistics.median(measured.student.event_ms), "bytes": 3 * 4 * (1 << 24),
+               "copy_gbps": timing.copy_bandwidth(torch.device("cuda"))}  # fmt: skip
+    assert judging.tampering(medians) is not None
+    assert medians["student_hidden_ms"] > 1.0, "the synchronized wall clock saw the side stream's work"
 
 
 @requires_gpu

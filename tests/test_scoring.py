@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader import judging
-from grader.messages import Activity, BenchReport, CallCheck, Followup, Observation, Returned, Timings
+from grader.messages import Activity, BenchReport, Followup, Observation, Returned, Timings
 from grader.results import Grade, TestResult, gradescope, summary_line
 from grader.spec import Part, Performance, load_assignments
 
@@ -31,16 +31,8 @@ def test_results_near_a_tier_edge_are_measured_again(ratio, borderline):
     assert PERF.is_borderline(ratio) is borderline
 
 
-def _timings(ms: float, hidden: float, late_us: float = 1.5, unseen_ms: float = 0.003, calls: int = 40) -> Timings:
-    """`calls` alike: the events' time, the host's hidden time, and the fences' figures (an H100's
-    honest ones by default: the fence's programs all placed within a few microseconds, the GPU
-    free a few microseconds after the end event)."""
-    return Timings([ms] * calls, [hidden] * calls, [late_us] * calls, [ms + unseen_ms] * calls)
-
-
-def _outcome(student_ms: float, baseline_ms: float, student_hidden: float = 0.02, baseline_hidden: float = 0.02,
-             **student_fences) -> BenchReport:  # fmt: skip
-    return BenchReport(_timings(student_ms, student_hidden, **student_fences), _timings(baseline_ms, baseline_hidden),
+def _outcome(student_ms: float, baseline_ms: float, student_hidden: float = 0.02, baseline_hidden: float = 0.02):
+    return BenchReport(Timings([student_ms] * 40, [student_hidden] * 40), Timings([baseline_ms] * 40, [baseline_hidden] * 40),
                        Activity(), copy_gbps=4000.0)  # fmt: skip
 
 
@@ -93,36 +85,6 @@ def test_a_long_call_may_not_hide_a_large_share_of_its_work():
     assert "outside the timed stream" in judging.tampering(metrics)
     metrics = judging.speed_metrics(_outcome(1.0, 1.2, student_hidden=0.40), TRAFFIC)
     assert judging.tampering(metrics) is None
-
-
-def test_work_that_outlasts_the_end_event_is_tampering():
-    # 0.06 ms on the events, the GPU busy 0.04 ms more: a side stream's work, started in the call.
-    metrics = judging.speed_metrics(_outcome(0.06, 0.15, unseen_ms=0.04), TRAFFIC)
-    assert "after the CUDA events saw the call end" in judging.tampering(metrics)
-    # A few microseconds more than the reference's own is the fence's placement, not work.
-    assert judging.tampering(judging.speed_metrics(_outcome(0.12, 0.15, unseen_ms=0.008), TRAFFIC)) is None
-    # A long call may outlast its events by a small share (0.05 of 2 ms), not by more.
-    assert judging.tampering(judging.speed_metrics(_outcome(2.0, 2.1, unseen_ms=0.09), TRAFFIC)) is None
-    assert judging.tampering(judging.speed_metrics(_outcome(2.0, 2.1, unseen_ms=0.2), TRAFFIC)) is not None
-
-
-def test_work_started_ahead_of_the_call_is_tampering():
-    # The fence before the call found an SM held for 150 us: a kernel launched before the timed window.
-    metrics = judging.speed_metrics(_outcome(0.12, 0.15, late_us=150.0), TRAFFIC)
-    assert "started ahead of the timed call" in judging.tampering(metrics)
-    assert judging.tampering(judging.speed_metrics(_outcome(0.12, 0.15, late_us=8.0), TRAFFIC)) is None
-
-
-def test_fence_figures_that_are_missing_or_do_not_line_up_fail():
-    part = load_assignments(["vector_add"])[0].parts[0]
-    report = _outcome(0.12, 0.15)
-    report.checks = [CallCheck(0, True)]
-    assert judging.timed_calls(part, report) is None
-    report.student.late_us.pop()  # one call without its fence's figure
-    assert judging.timed_calls(part, report).reason == "tampering"
-    # A report without any fence figures: the medians are NaN, and NaN passes no check.
-    bare = BenchReport(Timings([0.12] * 40, [0.02] * 40), _timings(0.15, 0.02), Activity(), copy_gbps=4000.0)
-    assert judging.tampering(judging.speed_metrics(bare, TRAFFIC)) is not None
 
 
 def test_a_shown_baseline_is_reported_beside_the_grade_and_a_missing_one_says_why():

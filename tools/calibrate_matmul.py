@@ -20,7 +20,6 @@ Run it from the repository root on a GPU:
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 import json
 import statistics
@@ -82,7 +81,7 @@ def inputs_maker(size: int, dtype: torch.dtype):
 def ratio(student, make, baseline=torch.matmul) -> tuple[float, float, float]:
     """cuBLAS's median time over the student's, and both medians in microseconds."""
     measured = timing.measure(lambda fn, **kw: fn(**kw), student, baseline, make, PROTOCOL,
-                              Tolerance(1e-1, 1e-1, 1e-1), "calibration::harness", _fences())  # fmt: skip
+                              Tolerance(1e-1, 1e-1, 1e-1), "calibration::harness")  # fmt: skip
     mine, theirs = statistics.median(measured.student.event_ms), statistics.median(measured.baseline.event_ms)
     return theirs / mine, mine * 1e3, theirs * 1e3
 
@@ -212,11 +211,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-@functools.cache
-def _fences():
-    """The fences of the grader's timed calls (grader/child/fences.py), made once per process."""
-    from grader.child.fences import Fences
-
-    return Fences(torch.device("cuda"))

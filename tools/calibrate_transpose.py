@@ -21,7 +21,6 @@ too_slow, holds only where transpose_smem's share is below transpose_padded's fu
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
@@ -60,7 +59,7 @@ def one_round(assignment: Assignment, part: Part, library: Path, case: Case) -> 
         return cases.make_inputs(assignment, part, case, seed, "cuda")
 
     measured = timing.measure(lambda fn, **kw: fn(**kw), entry, baseline, make_inputs, part.performance,
-                              part.tolerance_for(case.dtype), HARNESS, _fences())  # fmt: skip
+                              part.tolerance_for(case.dtype), HARNESS)  # fmt: skip
     wrong = [check.detail for check in measured.checks if not check.agrees]
     if wrong:
         raise RuntimeError(f"{part.entry} at {case.label}: {len(wrong)} timed outputs differ from the copy's: "
@@ -158,11 +157,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-@functools.cache
-def _fences():
-    """The fences of the grader's timed calls (grader/child/fences.py), made once per process."""
-    from grader.child.fences import Fences
-
-    return Fences(torch.device("cuda"))

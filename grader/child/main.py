@@ -33,24 +33,18 @@ def _die_with(lifeline: int) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
-def _prepare_cuda(job):
+def _prepare_cuda(gpu_memory_gib: float) -> None:
     """Torch may allocate at most the assignment's gpu_memory_gib on this GPU (a cap on torch's
     allocator: memory a kernel of Triton or CUDA C allocates itself is not counted). Triton's
-    driver is made ready here too: its first use builds and loads a helper library. A job that
-    times gets the fences of its timed calls (fences.py), compiled now, before any student code."""
+    driver is made ready here too: its first use builds and loads a helper library."""
     import torch
     import triton
 
     total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, gib_fraction(job.gpu_memory_gib, total)), 0)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, gib_fraction(gpu_memory_gib, total)), 0)
     torch.empty(1, device="cuda")
     triton.runtime.driver.active.get_current_device()
     triton.runtime.driver.active.utils  # noqa: B018 (builds the driver's helper library now)
-    if not any(task.kind == "bench" for task in job.tasks):
-        return None
-    from grader.child.fences import Fences
-
-    return Fences(torch.device("cuda"))
 
 
 def _wait_at_gate(gate: int) -> None:
@@ -110,9 +104,8 @@ def main(lifeline: str, preload: str = "") -> None:
         # shared, never during another student's timed phase.
         writer.send(Imported())
         _wait_at_gate(job.gate_fd)
-    fences = None
     if job.device == "cuda":
-        fences = _prepare_cuda(job)
+        _prepare_cuda(job.gpu_memory_gib)
     else:
         from grader.child import interpreter
 
@@ -153,7 +146,7 @@ def main(lifeline: str, preload: str = "") -> None:
         # Student code runs only once the parent holds the GPU for this phase; the worker waits
         # here again between tasks (the parent may let another student's timed phase go first).
         _wait_at_gate(job.gate_fd)
-    worker.Worker(job, writer.send, refusals, changed, is_library, _target_reports(job.device), fences).run()
+    worker.Worker(job, writer.send, refusals, changed, is_library, _target_reports(job.device)).run()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: student atexit hooks cannot change what was sent
 

@@ -10,14 +10,9 @@ Each step is on its own line below, with the reason for it:
   buffer leaves the L2 full of dirty lines, and their write-back to HBM would be charged to
   the next timed call (up to an L2's worth of extra traffic, 23% more at 256 MB of traffic);
 - interleave student and reference (A B B A ...), so clock and thermal drift hit both alike;
-- time each call with CUDA events on the current stream, with the whole GPU held while the host
-  launches it (so launch overhead is not counted, and no work on another stream runs unseen
-  meanwhile), and also with a synchronized host clock: work hidden on another stream shows as
-  host time that the events did not see;
-- fence each call on the whole GPU (fences.py): the flush and the wait before it are done by
-  kernels that fill every SM, and after it a kernel that can finish only once nothing else holds
-  any SM marks the true end; that end, against the events, shows work that outlasted the timed
-  stream to the microsecond, and a fence that found an SM taken shows work started beforehand;
+- time each call with CUDA events on the current stream, with the GPU kept busy while the host
+  launches it (so launch overhead is not counted), and also with a synchronized host clock:
+  work hidden on another stream shows as host time that the events did not see;
 - bring the GPU up to speed before the first benchmark of a process (an idle GPU's clocks take
   time to rise), and take a round again where torch's own timings in it say the GPU was disturbed
   (steadiness.py: more than a tenth of them at twice their fastest or slower), at most twice:
@@ -50,12 +45,11 @@ from typing import Callable
 import torch
 from torch.autograd.profiler import record_function
 
-from grader.child.fences import Fences
 from grader.messages import CallCheck, Timings
 from grader.steadiness import disturbed
 from grader.spec import Performance, Tolerance
 
-SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock
+SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than any launch overhead
 SETTLE_S = 0.25  # of busy GPU before a process's first benchmark: an idle GPU's clocks rise meanwhile
 ROUND_ATTEMPTS = 3  # a round whose reference timings say the GPU was disturbed is taken again, twice at most
 CHECK_SLACK = 4.0  # the timed-call check compares two roundings of the answer: each may use the tolerance
@@ -83,15 +77,9 @@ class Measured:
     disturbed_retakes: int = 0  # rounds taken again: torch's own timings in them were disturbed
 
 
-@dataclass
-class Sample:
-    """One timed call, as the harness saw it."""
-
-    event_ms: float  # the CUDA events on the timed stream
-    hidden_ms: float  # host time the events did not see
-    late_us: float  # how long part of the GPU was held by something else as the fence before the call began
-    device_ms: float  # from the fence before the call to the moment nothing else held the GPU
-    out: object
+def l2_flush_buffer(device: torch.device) -> torch.Tensor:
+    l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
+    return torch.empty(2 * l2_bytes // 4 + 1, dtype=torch.int32, device=device)
 
 
 def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, repeats: int = 10) -> float:
@@ -110,31 +98,26 @@ def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, repeats: int = 1
     return 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9
 
 
-def _timed_call(call: Callable, fn: Callable, inputs: dict, fences: Fences, harness: str) -> Sample:
+def _timed_call(call: Callable, fn: Callable, inputs: dict, flush: torch.Tensor, harness: str):
     _synchronize()  # a clean start: nothing of the previous call is still running
     # The events go on the stream that is current now, named explicitly: a call that switches
     # the current stream cannot move its own end event.
     stream = _current_stream()
     begin, start, end = (_Event(enable_timing=True) for _ in range(3))
-    with record_function(harness):
-        fences.arm()
     wall_start = _perf_counter()
     _record(begin, stream)
-    # Evict the L2 by reading (the call reads its inputs from HBM), then hold every SM while the
-    # host launches the call, so the events time the kernels and not the host's launch overhead
-    # (tens of microseconds for a Python-side Triton launch), and nothing the call puts on
-    # another stream runs before the start event.
-    fences.before(stream.cuda_stream)
+    with record_function(harness):
+        flush.sum()  # evict the L2 by reading: the next call reads its inputs from HBM
+        # Keep the GPU busy while the host launches the call, so the events time the kernels and
+        # not the host's launch overhead (tens of microseconds for a Python-side Triton launch).
+        _spin(SPIN_CYCLES)
     _record(start, stream)
     out = call(fn, **inputs)
     _record(end, stream)
-    fences.after(stream.cuda_stream)  # ends once nothing the call launched, on any stream, still runs
     _synchronize()  # device-wide: everything the call launched, on any stream, is done
     wall_ms = (_perf_counter() - wall_start) * 1e3
-    with record_function(harness):
-        fenced = fences.read()
     # Host time the timed stream cannot account for: work hidden on another stream shows here.
-    return Sample(_elapsed_ms(start, end), wall_ms - _elapsed_ms(begin, end), fenced.late_us, fenced.device_ms, out)
+    return _elapsed_ms(start, end), wall_ms - _elapsed_ms(begin, end), out
 
 
 def _comparable(value: object) -> torch.Tensor | None:
@@ -164,7 +147,7 @@ def agrees(out: object, expected: object, tolerance: Tolerance) -> tuple[bool, s
     return True, ""
 
 
-def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, fences, harness, reps) -> None:
+def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, flush, harness, reps) -> None:
     for rep in range(reps):
         seed = secrets.randbits(62)
         with record_function(harness):
@@ -173,9 +156,10 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
         order = (("student", student), ("baseline", baseline))
         for who, fn in order if rep % 2 == 0 else reversed(order):
             with record_function(harness) if who == "baseline" else nullcontext():
-                sample = _timed_call(call if who == "student" else _plain, fn, inputs, fences, harness)
-            outs[who] = sample.out
-            getattr(m, who).add(sample.event_ms, sample.hidden_ms, sample.late_us, sample.device_ms)
+                event_ms, hidden_ms, outs[who] = _timed_call(call if who == "student" else _plain, fn, inputs, flush, harness)
+            timings = getattr(m, who)
+            timings.event_ms.append(event_ms)
+            timings.hidden_ms.append(hidden_ms)
         with record_function(harness):
             ok, detail = agrees(outs["student"], outs["baseline"], tolerance)
             m.checks.append(CallCheck(len(m.checks), ok, detail))
@@ -185,19 +169,19 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
         del outs, inputs
 
 
-def _steady_round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, fences, harness) -> None:
+def _steady_round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, flush, harness) -> None:
     """One round of `perf.repetitions`, taken again (up to ROUND_ATTEMPTS in all) while torch's own
     timings in it say the GPU was disturbed."""
     for attempt in range(ROUND_ATTEMPTS):
         kept = len(m.baseline.event_ms)
-        _round(m, call, student, baseline, make_inputs, perf, tolerance, fences, harness, perf.repetitions)
+        _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
         if not disturbed(m.baseline.event_ms[kept:]) or attempt == ROUND_ATTEMPTS - 1:
             return
         for timings in (m.student, m.baseline):
-            timings.drop_from(kept)
+            del timings.event_ms[kept:], timings.hidden_ms[kept:]
         m.disturbed_retakes += 1
         with record_function(harness):
-            settle(fences.flush)
+            settle(flush)
 
 
 def settle(flush: torch.Tensor) -> None:
@@ -216,13 +200,13 @@ def _plain(fn: Callable, **inputs):
 
 
 def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: Callable[[int], dict],
-            perf: Performance, tolerance: Tolerance, harness: str, fences: Fences) -> Measured:  # fmt: skip
+            perf: Performance, tolerance: Tolerance, harness: str) -> Measured:  # fmt: skip
     """Raw samples of both functions, a check of every timed output, and one output kept.
     `call(fn, **inputs)` is how the harness hands control to student code (the guard's boundary);
-    `harness` names the profiler ranges that hold the harness's own torch work; `fences` were
-    made ready before any student code ran."""
+    `harness` names the profiler ranges that hold the harness's own torch work."""
     with record_function(harness):
         warm = make_inputs(secrets.randbits(62))
+        device = next(v for v in warm.values() if isinstance(v, torch.Tensor)).device
     for _ in range(2):  # warm-up: compile, autotune, allocate
         call(student, **warm)
         with record_function(harness):
@@ -230,17 +214,18 @@ def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: 
     _synchronize()
     with record_function(harness):
         del warm
+        flush = l2_flush_buffer(device)
     m = Measured()
-    _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, fences, harness)
+    _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness)
     ratio = statistics.median(m.baseline.event_ms) / statistics.median(m.student.event_ms)
     if perf.is_borderline(ratio):
         m.remeasured = True
-        _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, fences, harness)
+        _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness)
     return m
 
 
 def shown_baseline(shown: Callable, compiled: bool, baseline: Callable, make_inputs: Callable[[int], dict],
-                   perf: Performance, tolerance: Tolerance, harness: str, fences: Fences) -> Timings:  # fmt: skip
+                   perf: Performance, tolerance: Tolerance, harness: str) -> Timings:  # fmt: skip
     """The times of a baseline the report shows but does not grade (torch.compile of the chain the
     student fused), by the same protocol, interleaved with the graded baseline, after the student's
     own timing. Compiling happens in the warm-up calls, outside the numbers; each benchmark compiles
@@ -253,4 +238,4 @@ def shown_baseline(shown: Callable, compiled: bool, baseline: Callable, make_inp
         torch._dynamo.reset()
         shown = torch.compile(shown, dynamic=False)
     brief = Performance(repetitions=max(5, perf.repetitions // 4), tiers=())
-    return measure(lambda fn, **kw: fn(**kw), shown, baseline, make_inputs, brief, tolerance, harness, fences).student
+    return measure(lambda fn, **kw: fn(**kw), shown, baseline, make_inputs, brief, tolerance, harness).student

@@ -20,7 +20,6 @@ import torch
 from grader import cases, poison
 from grader.child import dispatch_state, timing
 from grader.child.allocations import GuardedAllocations
-from grader.child.fences import Fences
 from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
@@ -99,10 +98,8 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 class Worker:
     def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable,
-                 targets: Callable[[], tuple[list[TargetReport], list[KernelLoads]]] | None = None,
-                 fences: Fences | None = None):  # fmt: skip
+                 targets: Callable[[], tuple[list[TargetReport], list[KernelLoads]]] | None = None):  # fmt: skip
         self.job, self.send, self.refusals, self.changed = job, send, refusals, changed
-        self.fences = fences  # GPU tier, a job with benchmarks: made ready before any student code ran
         # CPU tier: what the GPU would say of the kernels launched since the last look, and their loads
         self.targets = targets
         self.is_library = is_library
@@ -272,11 +269,11 @@ class Worker:
             return cases.make_inputs(self.assignment, part, case, seed, self.device)
 
         if not self.copy_gbps:  # this process's first benchmark: the GPU may have idled at the gate
-            timing.settle(self.fences.flush)
+            timing.settle(timing.l2_flush_buffer(torch.device(self.device)))
             self.copy_gbps = timing.copy_bandwidth(torch.device(self.device))
         with TimingMonitor(self.root) as session, torch.no_grad():
             measured = timing.measure(call, entry, baseline, make_inputs, part.performance,
-                                      part.tolerance_for(case.dtype), session.harness, self.fences)  # fmt: skip
+                                      part.tolerance_for(case.dtype), session.harness)  # fmt: skip
         report = BenchReport(measured.student, measured.baseline, session.activity(), measured.checks,
                              measured.remeasured, measured.disturbed_retakes, kept_seed=measured.kept_seed,
                              copy_gbps=self.copy_gbps,
@@ -288,8 +285,7 @@ class Worker:
                 with torch.no_grad():
                     report.shown = timing.shown_baseline(cases.function(self.assignment, part.shown.function),
                                                          part.shown.compiled, baseline, make_inputs, part.performance,
-                                                         part.tolerance_for(case.dtype), session.harness,
-                                                         self.fences)  # fmt: skip
+                                                         part.tolerance_for(case.dtype), session.harness)  # fmt: skip
             except Exception as error:  # shown, never graded: its failure is only reported
                 report.shown_error = f"{type(error).__name__}: {error}"[:500]
         report.kept = Observation(self.save(task, "kept", kept))
