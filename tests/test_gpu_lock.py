@@ -395,27 +395,36 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
     assert not isolation._live_children, "the child outlived its failed gate"
 
 
-# A student's module that makes every pipe its process reads from one of its own, full of bytes:
-# the child's gate between tasks (and its lifeline) no longer waits for the grader.
+# A student's module that makes every pipe its process reads from a pipe of its own, full of
+# bytes: the child's gate between tasks (and its lifeline) no longer waits for the grader. One
+# pipe each: a read of the lifeline interrupted by a signal is retried on the new pipe, and that
+# thread, reading a byte at a time, would drain one shared by the gate (seen under load).
 _SKIPS_THE_GATE = """import fcntl as _fcntl
 import os as _os
 import stat as _stat
 
-_r, _w = _os.pipe()
-_fcntl.fcntl(_w, _fcntl.F_SETFL, _os.O_NONBLOCK)
-try:
-    while True:
-        _os.write(_w, b"g" * 4096)
-except BlockingIOError:
-    pass
+
+def _full_pipe():
+    r, w = _os.pipe()
+    _fcntl.fcntl(w, _fcntl.F_SETFL, _os.O_NONBLOCK)
+    try:
+        while True:
+            _os.write(w, b"g" * 4096)
+    except BlockingIOError:
+        return r, w
+
+
+_mine = set()
 for _fd in sorted(int(_name) for _name in _os.listdir("/proc/self/fd")):
-    if _fd < 3 or _fd in (_r, _w):
+    if _fd < 3 or _fd in _mine:
         continue
     try:
         _mode = _os.fstat(_fd).st_mode
     except OSError:
         continue
     if _stat.S_ISFIFO(_mode) and _fcntl.fcntl(_fd, _fcntl.F_GETFL) & _os.O_ACCMODE == _os.O_RDONLY:
+        _r, _w = _full_pipe()
+        _mine |= {_r, _w}
         _os.dup2(_r, _fd)
 
 """
