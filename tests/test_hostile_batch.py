@@ -5,7 +5,8 @@ it) but `infinite_loop`, plus `correct` (solutions/vector_add) and `starter` (th
 each student whose hostile vector_add ends abnormally or acts around its call (a crash, a hang,
 tampering, a daemon: any reason but a judged wrong answer), and `correct`, also hand in a right
 `gelu`. ONE `python -m grader batch` of both assignments grades the class on a Dask cluster of
-two CPU workers, as a TA runs it. This is what
+three CPU workers, as a TA runs it (three on two cores: the hang's worker sleeps, and the other
+two keep both cores busy meanwhile; alone on the 2-core machine, 159 s against 186 s with two). This is what
 test_wrong_submissions.py and test_isolation.py check one submission at a time, checked where the
 submissions share a cluster, its workers and its temporary directory:
 
@@ -30,7 +31,7 @@ submissions share a cluster, its workers and its temporary directory:
   connection leaves, no output floods the TA's console and no process of a submission outlives
   the batch.
 The checks of what the sandbox hides skip where the OS refuses it (test_isolation.py shows why).
-About three minutes on a two-core machine: the hang's 120 s is the long pole.
+About three minutes on a two-core machine beside the rest of `make test`: the hang's 120 s is the long pole.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def run(tmp_path_factory) -> Run:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
     env.update(GRADER_SALT=SALT, HOME=str(home), TMPDIR=str(tmp))
     argv = [sys.executable, "-m", "grader", "batch", str(root / "class"), "--out", str(root / "out"),
-            "--assignment", "vector_add", "--assignment", OTHER, "--device", "cpu", "--workers", "2"]  # fmt: skip
+            "--assignment", "vector_add", "--assignment", OTHER, "--device", "cpu", "--workers", "3"]  # fmt: skip
     before = snapshot(root)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
