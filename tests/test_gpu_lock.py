@@ -374,6 +374,7 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
     killed and the error reaches the caller, never a wait that moves the child's deadline for ever."""
     import shutil
 
+    from grader import isolation
     from grader.grading import run_tasks
 
     grading, tasks = _gated_grading(repo)
@@ -390,8 +391,6 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
     assert time.monotonic() - began < 60, "the grading waited on after its gate failed"
-    from grader import isolation
-
     assert not isolation._live_children, "the child outlived its failed gate"
 
 
