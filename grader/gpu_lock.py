@@ -5,9 +5,11 @@ share one GPU; a timed phase cannot share it with anyone, or another student's k
 inside its timings. Per GPU, a reader-writer lock held by the grading process (the parent, never
 the child, which cannot reach it: the sandbox's /tmp is its own): a correctness phase holds it
 shared (and so does the parent's judging, whose float64 references run on the GPU), a timing
-phase exclusively, each from the moment its first child is up and waiting at its
-gate (isolation.run_child) to the phase's end, so that starting a child (the sandbox, torch, a
-CUDA context: about 5 s on an H100) overlaps other students' phases. It favours the timing phase:
+phase exclusively until its child is gone, and then shared while the parent judges its outputs
+(`Timed.share`; no other timed phase starts before that ends). Each phase holds it from the
+moment its first child is up and waiting at its gate (isolation.run_child) to the phase's end,
+so that starting a child (the sandbox, torch, a CUDA context: about 5 s on an H100) overlaps
+other students' phases. It favours the timing phase:
 one that waits holds a turnstile that every new correctness phase must pass, so a stream of
 correctness runs cannot starve it, and a correctness phase under way lets it go first at its next
 case (`timing_waits`; grading.AssignmentGrading.gpu ends that child there and goes on in a fresh
@@ -71,11 +73,29 @@ class GpuLock:
     def exclusive(self, label: str = "") -> Iterator[float]:
         """A timing phase: the GPU to itself, no correctness phase starting while it waits. Gives
         the seconds it waited."""
-        started = time.monotonic()
-        with _logged("exclusive", label) as got:
-            with _locked(self.turnstile, fcntl.LOCK_EX), _locked(self.gpu, fcntl.LOCK_EX):
-                got()
-                yield time.monotonic() - started
+        with self.timed(label) as hold:
+            yield hold.waited
+
+    @contextmanager
+    def timed(self, label: str = "") -> Iterator[Timed]:
+        """An exclusive hold that can end shared (`Timed.share`): a timed phase whose timings are
+        done, judging its outputs, lets other students' correctness runs back onto the GPU, while
+        no other timed phase starts before it lets go."""
+        started, asked = time.monotonic(), time.time()
+        hold = Timed(os.environ.get(LOG_ENVIRONMENT), label)
+        try:
+            hold.turnstile = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(hold.turnstile, fcntl.LOCK_EX)
+            hold.gpu = os.open(self.gpu, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(hold.gpu, fcntl.LOCK_EX)
+            hold.waited, hold.since = time.monotonic() - started, (asked, time.time())
+            yield hold
+        finally:
+            if hold.gpu >= 0 and hold.since[1]:
+                hold.log("shared" if hold.shared else "exclusive", " judging" if hold.shared else "")
+            for fd in (hold.gpu, hold.turnstile):
+                if fd >= 0:
+                    os.close(fd)  # closing releases the lock
 
     def timing_waits(self) -> bool:
         """Whether a timed phase waits for the GPU (it holds the turnstile while it waits). Asked
@@ -90,6 +110,36 @@ class GpuLock:
         finally:
             os.close(fd)  # closing releases it, where it was taken
         return False
+
+
+class Timed:
+    """An exclusive hold of a timed phase, and the way to end it shared."""
+
+    def __init__(self, log: str | None, label: str):
+        self.path, self.label = log, label
+        self.turnstile = self.gpu = -1
+        self.waited, self.since, self.shared = 0.0, (0.0, 0.0), False
+
+    def share(self) -> None:
+        """The GPU shared from now on. No gap: flock converts a lock by dropping it and taking the
+        new one, and in that instant only a shared hold can slip in, since any exclusive one waits
+        at the turnstile, which this hold keeps until the GPU is shared. Then the turnstile goes:
+        a timed phase waiting there keeps new correctness runs out again."""
+        if self.shared:
+            return
+        fcntl.flock(self.gpu, fcntl.LOCK_SH)
+        now = self.log("exclusive")
+        os.close(self.turnstile)
+        self.turnstile, self.since, self.shared = -1, (now, now), True
+
+    def log(self, how: str, stage: str = "") -> float:
+        """One line in the hold log (LOG_ENVIRONMENT), where there is one, ending now."""
+        now = time.time()
+        if self.path:
+            line = f"{how} {self.since[0]:.3f} {self.since[1]:.3f} {now:.3f} {os.getpid()} {self.label}{stage}\n"
+            with open(self.path, "a") as out:  # one short write in append mode: lines of workers do not mix
+                out.write(line)
+        return now
 
 
 @contextmanager

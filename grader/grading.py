@@ -232,9 +232,10 @@ class AssignmentGrading:
         """Phase 2: every benchmark of every part whose correctness passed, in one new child (a
         child's start, on a GPU, costs about 9 s: one per part was most of a grading's time), and
         each benchmark's verdict. The verdicts, whose checks of the kept outputs run float64
-        references on the GPU, are made under the timing phase's own hold: after it, a grading
-        has nothing left to do on the GPU, and does not wait behind other students' timed phases
-        (holding its share of the GPU's memory) to finish."""
+        references on the GPU, are made under the timing phase's own hold, turned shared once
+        its child is gone (gpu_lock.Timed.share): other students' correctness runs go on beside
+        the judging, no other timed phase starts before it ends, and the grading does not wait
+        behind other students' timed phases (holding its share of the GPU's memory) to finish."""
         if self.device != "cuda":
             return {}
         ready = [p for p in self.assignment.parts if p.benchmarks and all(v.ok for v in verdicts[p.name])]
@@ -246,6 +247,8 @@ class AssignmentGrading:
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
+            if gate is not None:
+                gate("judging")  # the child is gone: the GPU is shared again, but no timed phase starts yet
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
                                                         self.device), results[task.id])
@@ -287,12 +290,16 @@ class AssignmentGrading:
         with ExitStack() as hold:
             starting = hold.enter_context(ExitStack())  # a timing child's shared hold while it starts CUDA
             held = [hold.enter_context(ExitStack())]  # the phase's own hold
-            taken, yields = [], []
+            taken, yields, timed = [], [], []
 
             def take(exclusive: bool, stage: str = "") -> ExitStack:
                 label = f"{self.assignment.name} {phase}{stage}"
                 stack = hold.enter_context(ExitStack())
-                waited = stack.enter_context(lock.exclusive(label) if exclusive else lock.shared(label))
+                if exclusive:
+                    timed.append(stack.enter_context(lock.timed(label)))
+                    waited = timed[-1].waited
+                else:
+                    waited = stack.enter_context(lock.shared(label))
                 self.budget.deadline += waited
                 self.phases.add("waiting", waited)
                 return stack
@@ -303,6 +310,10 @@ class AssignmentGrading:
                         return True
                     yields.append(stage)
                     return False
+                if stage == "judging":  # a timed phase's children are gone: its outputs are judged
+                    for exclusive in timed:
+                        exclusive.share()
+                    return True
                 if stage == "ended":
                     held[0].close()
                     taken.clear()

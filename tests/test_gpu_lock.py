@@ -240,6 +240,41 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
         assert "waiting" not in cpu.phases, "the CPU tier judges on the CPU: nothing to wait for"
 
 
+def test_a_timed_phase_judges_with_the_gpu_shared_and_no_other_timed_phase_before_it_ends(tmp_path, monkeypatch):
+    """Once a timed phase's children are gone (gate stage "judging"), its judging holds the GPU
+    shared: other students' correctness runs come back onto it, but another timed phase, waiting
+    since before or coming after, starts only when the judging ends."""
+    holds = tmp_path / "holds.log"
+    monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
+    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=GpuLock(tmp_path, "0")), device="cuda",
+                              budget=_Budget(60.0), assignment=SimpleNamespace(name="gelu"),
+                              phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
+    log = []
+    with AssignmentGrading.gpu(grading, "timing") as gate:
+        assert gate("cuda") and gate("run")
+        _, early_in, early_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a correctness waiting")
+        assert not early_in.wait(0.3), "a correctness run ran inside the timed phase"
+        assert gate("judging")
+        assert early_in.wait(5), "a correctness run waiting since the timings did not start once they ended"
+        _, other_in, other_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a timing waiting")
+        assert not other_in.wait(0.3), "another timed phase began while this one judged"
+        early_go.set()
+        assert not other_in.wait(0.3), "another timed phase began while this one judged, with no one else left"
+        assert gate("judging"), "a second call is harmless"
+    assert other_in.wait(5), "the timed phase let go of nothing when it ended"
+    _, late_in, late_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a later correctness")
+    assert not late_in.wait(0.3), "a correctness run began inside the other timed phase"
+    other_go.set()
+    assert late_in.wait(5)
+    late_go.set()
+    lines = [line.split(" ", 5) for line in holds.read_text().splitlines()]
+    mine = [(how, label) for how, _, _, _, _, label in lines if label.startswith("gelu")]
+    assert mine == [("shared", "gelu timing cuda start"), ("exclusive", "gelu timing"),
+                    ("shared", "gelu timing judging")]  # fmt: skip
+    timed, judged = [line for line in lines if line[5] in ("gelu timing", "gelu timing judging")]
+    assert float(timed[3]) <= float(judged[1]) == float(judged[2]) <= float(judged[3]), "the holds do not follow on"
+
+
 def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(tmp_path, monkeypatch):
     """Between two cases (gate stage "next") a correctness phase that holds the GPU shared answers
     False where a timed phase waits (its child is to end there), lets go of the GPU once told the
