@@ -72,10 +72,22 @@ def _timed(verdict: Verdict, result: TaskResult) -> Verdict:
 
 def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
     results = {}
+    owed = {task for task, _ in run.owed()}
     for task_id, done in run.outcomes.items():
         outputs = {name: found for (task, name), found in run.outputs.items() if task == task_id}
-        results[task_id] = TaskResult(done.outcome, done.activity, outputs, seconds=run.task_seconds.get(task_id, 0.0))
+        outcome = done.outcome if task_id not in owed else _unsent(run)
+        results[task_id] = TaskResult(outcome, done.activity, outputs, seconds=run.task_seconds.get(task_id, 0.0))
     return results
+
+
+def _unsent(run: isolation.ChildRun) -> Failure:
+    """A benchmark timed, whose kept output the child was to send after its last task, and did not."""
+    if run.finished:  # the harness sends what it owes before it says it finished: code in the process stopped it
+        return Failure("tampering", "the process said it had finished without sending the output of a timed call, "
+                                    "which the harness sends before that: code in it interfered with the harness")  # fmt: skip
+    reason, message = run.death()
+    return Failure(reason, f"the process ended after this benchmark was timed, before the output of its timed call "
+                           f"could be sent for the check: {message}")  # fmt: skip
 
 
 class Phases(dict):
@@ -123,7 +135,13 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
                                   spawned)  # fmt: skip
         spawned = None
         phases.add_child(phase, run)
-        results.update(_collect(run))
+        found = _collect(run)
+        if run.stopped() and not run.finished:
+            # It stopped after a dead CUDA context, and the outputs it kept for later went with it:
+            # those benchmarks are timed again in the next child, under the same exclusive hold
+            # (the gate was not told "timed"); MAX_CHILDREN bounds how often.
+            found = {task: result for task, result in found.items() if task not in {t for t, _ in run.owed()}}
+        results.update(found)
         pending = [t for t in pending if t.id not in results]
         if not pending:
             break
@@ -248,7 +266,7 @@ class AssignmentGrading:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
             if gate is not None:
-                gate("judging")  # the child is gone: the GPU is shared again, but no timed phase starts yet
+                gate("timed")  # the child is gone (it had its say already where it did all its tasks)
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
                                                         self.device), results[task.id])
@@ -310,7 +328,7 @@ class AssignmentGrading:
                         return True
                     yields.append(stage)
                     return False
-                if stage == "judging":  # a timed phase's children are gone: its outputs are judged
+                if stage == "timed":  # a timed phase's timings are over: sending and judging its outputs are not
                     for exclusive in timed:
                         exclusive.share()
                     return True

@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 
 from grader import messages, sandbox
 from grader.limits import Limits, Watchdog
-from grader.messages import Done, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
+from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
 from grader.text import printable
 
@@ -115,6 +115,20 @@ class ChildRun:
         """How long the child waited at its gate, in the stages that opened."""
         return sum(opened - began for began, opened in self.gates if opened is not None)
 
+    def owed(self) -> set[tuple[str, str]]:
+        """The outputs that Done reports said would follow the last task (a benchmark's kept
+        output, worker.Worker.pay) and that have not come: the only outputs taken after their
+        task's Done, each once."""
+        said = {(task, done.outcome.kept.returned.output) for task, done in self.outcomes.items()
+                if isinstance(done.outcome, BenchReport) and done.outcome.kept is not None
+                and done.outcome.kept.returned.kind == "tensor"}  # fmt: skip
+        return said - self.outputs.keys()
+
+    def stopped(self) -> bool:
+        """Whether the child reported a dead CUDA context: it ends after that Done, on purpose,
+        and sends nothing more (the outputs it kept for later are lost with the context)."""
+        return any(isinstance(done.outcome, Failure) and done.outcome.fatal for done in self.outcomes.values())
+
     @property
     def in_flight(self) -> str | None:
         """The task that had started and not finished when the child ended."""
@@ -188,13 +202,15 @@ class _Channel(threading.Thread):
         elif isinstance(message, Start) and message.task in self.tasks:
             run.started.append(message.task)
             run.task_began[message.task] = time.monotonic()
-        elif isinstance(message, Output) and message.task == run.in_flight:
+        elif isinstance(message, Output) and (message.task == run.in_flight or (message.task, message.name) in run.owed()):
             self.output(message, frame)
         elif isinstance(message, Done) and message.task == run.in_flight:
             run.outcomes[message.task] = message
             run.task_seconds[message.task] = time.monotonic() - run.task_began[message.task]
             if self.open_gate is not None and len(run.outcomes) < len(self.tasks):
                 self.open_gate("next")  # the child waits for it before its next task
+            elif self.open_gate is not None and not run.stopped():
+                self.open_gate("timed")  # every task is done: what is left to send is no timing
         elif isinstance(message, Finished):
             run.finished = True
             # Only shown: a figure torch's capped allocator could not have reached is dropped.
@@ -413,7 +429,9 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     it starts CUDA (stage "cuda"), once its harness is up, before any student code ("run"), and
     between two tasks ("next"); those waits count against no time limit. Where the "next" stage
     returns False the child is killed there, between two tasks, and once it is gone the gate is
-    told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). `compiled`
+    told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). Once the
+    last task's Done is in, the gate is told so without a wait ("timed": what the child sends
+    after it, the outputs it kept for later, is no timing). `compiled`
     is the grading's compilers' cache (compile_cache.py; by default one in `workdir`). `spawned`, a child started ahead (`spawn`,
     with a gate where `gate` is given), gets this job; without it a child starts now. The time
     limit counts from the job's sending: what a child did before it had its job was no student's."""
@@ -427,16 +445,17 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     def open_gate(stage: str) -> None:
         if run.yielded:
             return  # it is being ended: a Done that was already on its way opens nothing
+        if stage == "timed":  # no wait: the phase is told its timings are over, the child goes on
+            _tell(gate, stage, run, watchdog)
+            return
         run.gates.append((time.monotonic(), None))
         try:
-            go = gate(stage)
-        except BaseException as error:  # the grader's own fault: the child ends, run_child raises it
-            run.gate_error = error
-            watchdog.kill_all()
-            return
+            go = _tell(gate, stage, run, watchdog)
         finally:
             # A wait at the gate that never closed would move the child's deadline for ever.
             run.gates[-1] = (run.gates[-1][0], time.monotonic())
+        if run.gate_error is not None:
+            return
         if go is False:  # between two tasks, the phase lets another go first: this child ends here
             run.yielded = True
             watchdog.kill_all()
@@ -473,6 +492,17 @@ def _widen(pipe: int) -> None:
         fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
     except OSError:
         pass
+
+
+def _tell(gate: Callable[[str], object], stage: str, run: ChildRun, watchdog) -> object:
+    """What `gate(stage)` says; where it raises (the grader's own fault) the child is ended, and
+    run_child raises it once the child is gone."""
+    try:
+        return gate(stage)
+    except BaseException as error:
+        run.gate_error = error
+        watchdog.kill_all()
+        return None
 
 
 def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: ChildRun, gated: bool) -> bool:

@@ -103,3 +103,105 @@ def test_a_failure_a_child_may_report_is_taken(tmp_path):
     run = _read([Hello("ready"), Start("t"), Done("t", Failure("import_error", "no module named tritonn"))], tmp_path,
                 tasks=[TASK])  # fmt: skip
     assert run.violation is None and run.outcomes["t"].outcome.reason == "import_error"
+
+
+BENCH = [Task(f"add:bench:{i}", "add", "bench", i, 0, max_output_bytes=1 << 20) for i in range(2)]
+
+
+def _bench_done(task: Task, kind: str = "tensor") -> Done:
+    kept = messages.Observation(messages.Returned(kind, "Tensor" if kind == "tensor" else "MyTensor", "kept"))
+    return Done(task.id, messages.BenchReport(messages.Timings([0.1]), messages.Timings([0.1]), messages.Activity(),
+                                              kept=kept))  # fmt: skip
+
+
+def _kept(task: Task, name: str = "kept") -> tuple:
+    return messages.Output(task.id, name, "float32", [4]), bytes(16)
+
+
+def _timed_run(after_last_done: list, tmp_path, kinds=("tensor", "tensor")) -> tuple[isolation.ChildRun, list]:
+    """A gated child that times both benchmarks and then sends `after_last_done` (messages, or
+    (Output, payload) pairs), as Worker.run does with the outputs it kept for later."""
+    key = secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    run, stages = isolation.ChildRun(), []
+    channel = isolation._Channel(read_fd, key, tmp_path, BENCH, run, lambda: None, CAP, stages.append)
+    writer = messages.FrameWriter(write_fd, key)
+    for message in [Imported(), Hello("ready")] + [m for task, kind in zip(BENCH, kinds)
+                                                   for m in (Start(task.id), _bench_done(task, kind))] + after_last_done:
+        writer.send(*(message if isinstance(message, tuple) else (message,)))
+    os.close(write_fd)
+    channel.run()
+    return run, stages
+
+
+def test_the_outputs_kept_for_later_follow_the_last_done_and_the_gate_hears_the_timings_are_over(tmp_path):
+    """A benchmark's kept output is sent after the last task's Done (worker.Worker.pay): taken then,
+    once per benchmark, and the gate is told "timed" at that Done, so the parent shares the GPU
+    while the outputs cross (gpu_lock.Timed.share)."""
+    run, stages = _timed_run([_kept(BENCH[0]), _kept(BENCH[1]), Finished(0)], tmp_path)
+    assert run.violation is None and run.finished
+    assert stages == ["cuda", "run", "next", "timed"]
+    assert set(run.outputs) == {(task.id, "kept") for task in BENCH} and not run.owed()
+
+
+@pytest.mark.parametrize("sent", [
+    [_kept(BENCH[0]), _kept(BENCH[0])],  # a second copy of one output, to replace the first
+    [_kept(BENCH[0], "other")],  # an output no Done said would follow
+    [messages.Output("add:case:0", "out", "float32", [4]), bytes(16)],  # for a task of no job
+])  # fmt: skip
+def test_an_output_after_its_tasks_done_that_no_report_owes_is_tampering(tmp_path, sent):
+    sent = [tuple(sent)] if isinstance(sent[0], messages.Output) else sent
+    run, _ = _timed_run(sent, tmp_path)
+    assert run.violation is not None and run.violation.reason == "tampering"
+    assert "out-of-order message" in run.violation.message
+
+
+def test_a_subclass_kept_by_a_benchmark_owes_no_output(tmp_path):
+    """Only a plain tensor is sent: a Done that reports a subclass (never read) makes no Output welcome."""
+    run, _ = _timed_run([_kept(BENCH[0])], tmp_path, kinds=("subclass", "tensor"))
+    assert run.violation is not None and run.violation.reason == "tampering"
+
+
+@pytest.mark.parametrize("finished, reason", [(True, "tampering"), (False, "crash")])
+def test_a_benchmark_whose_kept_output_never_came_is_not_judged_as_timed(tmp_path, finished, reason):
+    """A child that says it finished without sending what it owed was stopped by code in it; one that
+    died first lost the output: either way that benchmark earns nothing, with the reason."""
+    from grader.grading import _collect
+
+    run, _ = _timed_run([_kept(BENCH[1])] + ([Finished(0)] if finished else []), tmp_path)
+    run.returncode = None if finished else -11
+    assert run.violation is None and run.owed() == {(BENCH[0].id, "kept")}
+    results = _collect(run)
+    unsent = results[BENCH[0].id].outcome
+    assert isinstance(unsent, Failure) and unsent.reason == reason, unsent
+    assert "output" in unsent.message and "timed call" in unsent.message
+    assert isinstance(results[BENCH[1].id].outcome, messages.BenchReport)
+
+
+def test_benchmarks_whose_kept_outputs_died_with_a_cuda_context_are_timed_again(monkeypatch, tmp_path):
+    """A child whose CUDA context died (a fatal Failure, then its end on purpose) could not send the
+    outputs it kept for later: those benchmarks are timed again in a fresh child, the fatal one is not."""
+    from grader import grading
+    from grader.messages import Job
+
+    children = []
+
+    def run_child(job, *args, **kwargs):
+        children.append([task.id for task in job.tasks])
+        run = isolation.ChildRun(started=[task.id for task in job.tasks], ready=True)
+        if len(children) == 1:
+            run.outcomes = {BENCH[0].id: _bench_done(BENCH[0]),
+                            BENCH[1].id: Done(BENCH[1].id, Failure("crash", "an illegal memory access", fatal=True))}
+            run.returncode = 3
+        else:
+            run.outcomes = {task.id: _bench_done(task) for task in job.tasks}
+            run.outputs = {(task.id, "kept"): isolation.OutputFile("float32", [4], None) for task in job.tasks}
+            run.finished, run.returncode = True, 0
+        return run
+
+    monkeypatch.setattr(isolation, "run_child", run_child)
+    job = Job("assignment", "submission", "cuda", 0, "", [])
+    results = grading.run_tasks(job, BENCH, tmp_path, None, grading._Budget(60.0), phase="timing")
+    assert children == [[BENCH[0].id, BENCH[1].id], [BENCH[0].id]]
+    assert isinstance(results[BENCH[0].id].outcome, messages.BenchReport)
+    assert results[BENCH[1].id].outcome.reason == "crash"

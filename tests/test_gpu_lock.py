@@ -153,6 +153,8 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
 
     def gate(stage: str) -> None:
         seen.append((stage, time.monotonic()))
+        if stage == "timed":  # told, after the last task's Done: no wait
+            return
         time.sleep(2.5)  # another student's timing
         opened.append(time.monotonic())
 
@@ -166,7 +168,7 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
     assert run.ready and run.finished and not run.timed_out, run.stderr
-    assert [stage for stage, _ in seen] == ["cuda", "run"] and run.gated_s == pytest.approx(5.0, abs=0.4)
+    assert [stage for stage, _ in seen] == ["cuda", "run", "timed"] and run.gated_s == pytest.approx(5.0, abs=0.4)
     imported = float(run.stdout.split("imported at")[1].split()[0])
     assert imported >= opened[1], "student code ran before the gate's second stage opened"
     assert seen[1][1] - run.began >= run.ready_s + 2.5 - 0.1, "the second stage was taken before the child was up"
@@ -241,7 +243,7 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
 
 
 def test_a_timed_phase_judges_with_the_gpu_shared_and_no_other_timed_phase_before_it_ends(tmp_path, monkeypatch):
-    """Once a timed phase's children are gone (gate stage "judging"), its judging holds the GPU
+    """Once a timed phase's timings are over (gate stage "timed"), its judging holds the GPU
     shared: other students' correctness runs come back onto it, but another timed phase, waiting
     since before or coming after, starts only when the judging ends."""
     holds = tmp_path / "holds.log"
@@ -254,13 +256,13 @@ def test_a_timed_phase_judges_with_the_gpu_shared_and_no_other_timed_phase_befor
         assert gate("cuda") and gate("run")
         _, early_in, early_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a correctness waiting")
         assert not early_in.wait(0.3), "a correctness run ran inside the timed phase"
-        assert gate("judging")
+        assert gate("timed")
         assert early_in.wait(5), "a correctness run waiting since the timings did not start once they ended"
         _, other_in, other_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a timing waiting")
         assert not other_in.wait(0.3), "another timed phase began while this one judged"
         early_go.set()
         assert not other_in.wait(0.3), "another timed phase began while this one judged, with no one else left"
-        assert gate("judging"), "a second call is harmless"
+        assert gate("timed"), "a second call is harmless"
     assert other_in.wait(5), "the timed phase let go of nothing when it ended"
     _, late_in, late_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a later correctness")
     assert not late_in.wait(0.3), "a correctness run began inside the other timed phase"
@@ -370,7 +372,7 @@ def test_a_real_child_ended_between_tasks_leaves_them_to_a_fresh_one(tmp_path, r
         results = run_tasks(grading.job, tasks, grading.workdir, grading.view, _Budget(120.0), gate=gate)
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
-    assert seen == ["cuda", "run", "next", "ended", "cuda", "run", "next"], seen
+    assert seen == ["cuda", "run", "next", "ended", "cuda", "run", "next", "timed"], seen
     assert not alive_when_ended, "the gate heard the child was gone while it was not"
     assert set(results) == {t.id for t in tasks}
     assert all(isinstance(r.outcome, CaseReport) for r in results.values()), results

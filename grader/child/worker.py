@@ -110,6 +110,9 @@ class Worker:
         self.patched_at_import: list[str] = []
         self.refused_at_import: list[str] = []  # tampering while a module loaded: every later task's
         self.copy_gbps = 0.0
+        # Timed outputs kept on the GPU until every benchmark is timed: moving them to the parent
+        # (hundreds of MB each) would take a second or more of a phase that holds the GPU alone.
+        self.owed: list[tuple[Task, str, torch.Tensor]] = []
 
     def entry(self, part: Part):
         """The student's function for a part, loaded once; a load failure is re-raised per task."""
@@ -148,12 +151,28 @@ class Worker:
         if self.device == "cuda":
             _synchronize()
 
-    def save(self, task: Task, name: str, out: object) -> Returned:
-        """Send a plain tensor's bytes to the parent; anything else is described, never read."""
+    def save(self, task: Task, name: str, out: object, later: bool = False) -> Returned:
+        """Send a plain tensor's bytes to the parent (`later`: once every task is done, `pay`);
+        anything else is described, never read."""
         if type(out) is not torch.Tensor:
             if isinstance(out, torch.Tensor):  # a subclass's methods would run student code as we read it
                 return Returned("subclass", type(out).__qualname__)
             return Returned("other", type(out).__name__)
+        if later:
+            self.owed.append((task, name, out))
+        else:
+            self.send_tensor(task, name, out)
+        return Returned("tensor", "Tensor", name)
+
+    def pay(self) -> None:
+        """Send the outputs kept for later, after the last task's Done: the parent, which then has
+        every timing, shares the GPU again meanwhile (gpu_lock.Timed.share)."""
+        while self.owed:
+            task, name, out = self.owed.pop(0)
+            self.send_tensor(task, name, out)
+            del out
+
+    def send_tensor(self, task: Task, name: str, out: torch.Tensor) -> None:
         header = Output(task.id, name, _dtype_name(out.dtype), list(out.shape))
         if out.numel() * out.element_size() > task.max_output_bytes:
             header.sent = False
@@ -161,7 +180,6 @@ class Worker:
         else:
             host = out.detach().to("cpu", copy=True).contiguous()
             self.send(header, host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b"")
-        return Returned("tensor", "Tensor", name)
 
     def observe(self, task: Task, name: str, out: object, given: dict, expected: dict, monitor) -> Observation:
         """What the parent needs to judge one returned value, read after a device-wide synchronize."""
@@ -279,6 +297,11 @@ class Worker:
                              copy_gbps=self.copy_gbps,
                              device_name=torch.cuda.get_device_name())  # fmt: skip
         kept = measured.kept
+        if type(kept) is torch.Tensor:
+            # A copy of the harness's own, on the GPU (a tenth of a millisecond): it is sent only
+            # after the last benchmark (`pay`), and student code that runs meanwhile can change
+            # the tensor it returned, never this one.
+            kept = kept.detach().clone()
         del measured
         if part.shown:
             try:
@@ -288,7 +311,7 @@ class Worker:
                                                          part.tolerance_for(case.dtype), session.harness)  # fmt: skip
             except Exception as error:  # shown, never graded: its failure is only reported
                 report.shown_error = f"{type(error).__name__}: {error}"[:500]
-        report.kept = Observation(self.save(task, "kept", kept))
+        report.kept = Observation(self.save(task, "kept", kept, later=True))
         return report
 
     def run(self) -> None:
@@ -318,6 +341,7 @@ class Worker:
                 # (a followup call) starts from what it holds: so this peak covers the task.
                 reserved = max(reserved, _max_memory_reserved())
                 torch.cuda.empty_cache()
+        self.pay()
         self.send(Finished(reserved))
 
     def tampering(self) -> list[str]:
