@@ -136,9 +136,7 @@ class Timed:
         """One line in the hold log (LOG_ENVIRONMENT), where there is one, ending now."""
         now = time.time()
         if self.path:
-            line = f"{how} {self.since[0]:.3f} {self.since[1]:.3f} {now:.3f} {os.getpid()} {self.label}{stage}\n"
-            with open(self.path, "a") as out:  # one short write in append mode: lines of workers do not mix
-                out.write(line)
+            _write_line(self.path, how, *self.since, now, self.label + stage)
         return now
 
 
@@ -151,9 +149,13 @@ def _logged(how: str, label: str) -> Iterator[Callable[[], None]]:
         yield lambda: times.append(time.time())
     finally:
         if log and len(times) == 2:
-            line = f"{how} {times[0]:.3f} {times[1]:.3f} {time.time():.3f} {os.getpid()} {label}\n"
-            with open(log, "a") as out:  # one short write in append mode: lines of workers do not mix
-                out.write(line)
+            _write_line(log, how, times[0], times[1], time.time(), label)
+
+
+def _write_line(log: str, how: str, asked: float, got: float, released: float, label: str) -> None:
+    line = f"{how} {asked:.3f} {got:.3f} {released:.3f} {os.getpid()} {label}\n"
+    with open(log, "a") as out:  # one short write in append mode: lines of workers do not mix
+        out.write(line)
 
 
 @contextmanager
