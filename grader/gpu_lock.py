@@ -5,8 +5,8 @@ share one GPU; a timed phase cannot share it with anyone, or another student's k
 inside its timings. Per GPU, a reader-writer lock held by the grading process (the parent, never
 the child, which cannot reach it: the sandbox's /tmp is its own): a correctness phase holds it
 shared (and so does the parent's judging, whose float64 references run on the GPU), a timing
-phase exclusively until its child is gone, and then shared while the parent judges its outputs
-(`Timed.share`; no other timed phase starts before that ends). Each phase holds it from the
+phase exclusively until its last benchmark is timed, and then shared while its outputs cross
+and are judged (`Timed.share`; no other timed phase starts before that ends). Each phase holds it from the
 moment its first child is up and waiting at its gate (isolation.run_child) to the phase's end,
 so that starting a child (the sandbox, torch, a CUDA context: about 5 s on an H100) overlaps
 other students' phases. It favours the timing phase:

@@ -140,7 +140,8 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
             # It stopped after a dead CUDA context, and the outputs it kept for later went with it:
             # those benchmarks are timed again in the next child, under the same exclusive hold
             # (the gate was not told "timed"); MAX_CHILDREN bounds how often.
-            found = {task: result for task, result in found.items() if task not in {t for t, _ in run.owed()}}
+            lost = {task for task, _ in run.owed()}
+            found = {task: result for task, result in found.items() if task not in lost}
         results.update(found)
         pending = [t for t in pending if t.id not in results]
         if not pending:
@@ -251,7 +252,7 @@ class AssignmentGrading:
         child's start, on a GPU, costs about 9 s: one per part was most of a grading's time), and
         each benchmark's verdict. The verdicts, whose checks of the kept outputs run float64
         references on the GPU, are made under the timing phase's own hold, turned shared once
-        its child is gone (gpu_lock.Timed.share): other students' correctness runs go on beside
+        its last benchmark is timed (gpu_lock.Timed.share): other students' correctness runs go on beside
         the judging, no other timed phase starts before it ends, and the grading does not wait
         behind other students' timed phases (holding its share of the GPU's memory) to finish."""
         if self.device != "cuda":
