@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
+import os
+import pickle
 import shutil
 import tomllib
 from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock, Timeout  # comes with torch
 
+from grader import compile_cache
 from grader.grading import Settings, grade_submission
+from grader.results import Grade
 from grader.spec import REPO_ROOT, load_assignments
 
 TESTS = Path(__file__).resolve().parent
@@ -24,17 +30,36 @@ SUBMISSIONS = TESTS / "submissions"
 SPINS = "infinite_loop"
 HOSTILE_BATCH_RUNS = importlib.util.find_spec("distributed") is not None
 
+
+def _a_share_of_the_cores() -> None:
+    """Each pytest-xdist worker grades on its share of the cores (`make test`: two workers, two
+    cores). Beyond that share, a grading's torch (OpenMP) and numpy (OpenBLAS) threads only wait
+    for a core, spinning meanwhile: test_wrong_submissions.py alone on two workers took 158 s (273 s
+    of user CPU) with two threads a process, 129 s (219 s) with one, most of it in the matmul bugs'
+    torch references. Every child this process starts (the graded children, a batch's workers)
+    inherits it; a value set by hand is kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers and "OMP_NUM_THREADS" not in os.environ:
+        share = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(share)
+        torch.set_num_threads(share)
+
+
+_a_share_of_the_cores()
+
 requires_gpu = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU: run `make test-gpu` on a machine with one"
 )
 
 
 def grade(submission: Path, assignments: list[str], device: str = "cpu", timeout_s: float | None = None,
-          parts: list[str] | None = None, sandbox: bool = True):  # fmt: skip
+          parts: list[str] | None = None, sandbox: bool = True, cache: Path | None = None):  # fmt: skip
     """Grade `submission` (a folder laid out like starter/) and return the Grade. `parts`, where
     given, grades only the parts of those names (the ones a known-wrong submission is about);
-    `sandbox=False` grades as a machine that refuses namespaces would."""
-    settings = Settings(device=device, timeout_s=timeout_s, sandbox=sandbox)
+    `sandbox=False` grades as a machine that refuses namespaces would; `cache`, where given, is
+    the root of the compile cache the grading keeps its kernels in (compile_cache.py; the owner
+    is the submission's path), else they go with its work folder."""
+    settings = Settings(device=device, timeout_s=timeout_s, sandbox=sandbox, cache=cache)
     chosen = load_assignments(assignments)
     if parts:
         chosen = [dataclasses.replace(a, parts=tuple(p for p in a.parts if p.name in parts)) for a in chosen]
@@ -72,6 +97,71 @@ def known_wrong(folder: Path, root: Path) -> Path:
                             f"solutions/{assignment}/{edit['file']}, not once: the solution changed, update the edit")
         path.write_text(text.replace(edit["old"], edit["new"]))
     return tree
+
+
+class Solutions:
+    """solutions/ graded once a session, an assignment at a time, by whichever pytest-xdist worker
+    asks first (the others wait at a file lock, or go on without it): the Grade, which
+    test_reference_submissions.py checks, and the kernels the grading compiled (compile_cache.py),
+    which another grading of the solution's files, or of the solution with an edit, starts from.
+    Triton's cache is keyed by each kernel's source (its first line's number too), options and
+    target, so such a grading compiles only what the edit changed, and gives the verdicts of one
+    from scratch: FlashAttention's lse_in_base_2 (the edit is in the forward, the backward is
+    graded) took 29 s alone, 11 s from the solution's kernels."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.compiled = folder / "compiled"
+        self.known: dict[str, Grade] = {}
+
+    def grade(self, assignment: str, wait: bool = True) -> Grade | None:
+        """The Grade of solutions/<assignment>, graded here if no worker has; None if another
+        worker is grading it now and `wait` is False."""
+        if assignment not in self.known:
+            done = self.folder / f"{assignment}.pickle"
+            try:
+                with FileLock(self.folder / f"{assignment}.lock", timeout=-1 if wait else 0):
+                    if not done.exists():
+                        graded = grade(REPO_ROOT / "solutions", [assignment], cache=self.compiled)
+                        done.write_bytes(pickle.dumps(graded))
+            except Timeout:
+                return None
+            self.known[assignment] = pickle.loads(done.read_bytes())
+        return self.known[assignment]
+
+    def grade_all(self, assignments: list[str]) -> Grade:
+        """The Grade of every one of `assignments`, as one grading of solutions/ gives it: first
+        those no other worker is grading now, then the others as they are done."""
+        found = {name: self.grade(name, wait=False) for name in assignments}
+        grades = [found[name] or self.grade(name) for name in assignments]
+        environment = {**grades[0].environment, "phases": "; ".join(g.environment["phases"] for g in grades)}
+        return Grade(grades[0].submission, [t for g in grades for t in g.tests], environment,
+                     sum(g.seconds for g in grades))  # fmt: skip
+
+    def seed(self, assignment: str, folder: Path, wait: bool = False) -> None:
+        """Fill `folder`, the compile cache folder of a grading to come (compile_cache.folder_for),
+        with a copy of the kernels the solution's grading compiled: only the grader's own output
+        of the course's files, never another submission's. Where another worker is grading the
+        solution now, nothing unless `wait`: the grading then compiles everything, as without a seed."""
+        if self.grade(assignment, wait) is None:
+            return
+        solution = REPO_ROOT / "solutions" / assignment
+        source = compile_cache.folder_for(self.compiled, str(solution.parent), assignment, solution)
+        shutil.copytree(source, folder, dirs_exist_ok=True)
+        # Each entry's group file names its files by absolute path, which Triton looks for: the copies'.
+        for group in folder.glob("*/__grp__*.json"):
+            entry = json.loads(group.read_text())
+            entry["child_paths"] = {name: str(group.parent / name) for name in entry["child_paths"]}
+            group.write_text(json.dumps(entry))
+
+
+@pytest.fixture(scope="session")
+def solutions(tmp_path_factory) -> Solutions:
+    """One for the whole run: under pytest-xdist, in the folder that holds every worker's own."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "solutions-graded"
+    folder.mkdir(exist_ok=True)
+    return Solutions(folder)
 
 
 @pytest.fixture(scope="session")

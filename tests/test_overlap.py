@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from grader import overlap
-from grader.grading import Settings, grade_assignment, grade_submission
+from grader.grading import Settings, grade_assignment
 from grader.spec import REPO_ROOT, load_assignments
 
 
@@ -37,9 +37,9 @@ def test_a_grading_starts_when_its_cap_fits_beside_the_running_ones(running, pen
     assert (found.name if found else None) == starts
 
 
-def test_side_by_side_gives_the_verdicts_of_one_after_another():
+def test_side_by_side_gives_the_verdicts_of_one_after_another(solutions):
     assignments = load_assignments(["vector_add", "transpose"])
-    alone = grade_submission(REPO_ROOT / "solutions", assignments, Settings(device="cpu"))
+    alone = solutions.grade_all([a.name for a in assignments])  # one after another, once a run (conftest.Solutions)
     side = overlap.grade_side_by_side(REPO_ROOT / "solutions", assignments, Settings(device="cpu", parallel=2), 80.0,
                                       grade_assignment)  # fmt: skip
     assert sorted(side) == ["transpose", "vector_add"]

@@ -17,8 +17,9 @@ def bonus(tests) -> float:
 
 
 @pytest.fixture(scope="module")
-def solutions_grade(repo):
-    return grade(repo / "solutions", assignment_names())
+def solutions_grade(solutions):
+    """Graded an assignment at a time, once a run (conftest.Solutions): known-wrong gradings start from its kernels."""
+    return solutions.grade_all(assignment_names())
 
 
 @pytest.fixture(scope="module")

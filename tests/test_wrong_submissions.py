@@ -11,19 +11,22 @@ those parts must carry that reason, and at least one must fail; a hang (`timeout
 its `timeout_s` plus 5 s. tests/test_gpu.py runs the same folders on
 the GPU tier. The hostile vector_add folders that test_hostile_batch.py grades in its batch get this
 check there, on that grading (conftest.hostile_batch_expectations); they are graded here only where
-the batch cannot run.
+the batch cannot run. A bug written as edits starts from a copy of the kernels that the
+solution's own grading compiled (conftest.Solutions): only the kernels its edit changed compile
+again, and the verdicts are those of a grading from scratch.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import time
 import tomllib
 
 import pytest
 
 from conftest import HOSTILE_BATCH_RUNS, SUBMISSIONS, grade, hostile_batch_expectations, known_wrong
-from grader import cuda_build, reasons
+from grader import compile_cache, cuda_build, reasons
 from grader.spec import REPO_ROOT
 
 
@@ -50,13 +53,19 @@ def _submissions() -> list:
 
 
 @pytest.mark.parametrize("folder", _submissions())
-def test_bug_earns_its_reason(folder, tmp_path):
+def test_bug_earns_its_reason(folder, tmp_path, solutions):
     expect = tomllib.loads((folder / "expect.toml").read_text())
     assignment = folder.parent.name
+    submission, cache = known_wrong(folder, tmp_path), None
+    if submission != folder:  # the solution with an edit: its other kernels are the solution's, compiled once
+        cache = tmp_path / "compiled"
+        folder_of_its_kernels = compile_cache.folder_for(cache, str(submission), assignment, submission / assignment)
+        solutions.seed(assignment, folder_of_its_kernels)
     started = time.monotonic()
-    result = grade(known_wrong(folder, tmp_path), [assignment], timeout_s=expect.get("timeout_s"),
-                   parts=expect.get("parts"))  # fmt: skip
+    result = grade(submission, [assignment], timeout_s=expect.get("timeout_s"), parts=expect.get("parts"), cache=cache)
     elapsed = time.monotonic() - started
+    if cache is not None:
+        shutil.rmtree(cache)  # a copy of the solution's kernels (FlashAttention's: 42 MB)
     scored = [t for t in in_scope(result, expect) if t.kind == "correctness" and t.graded]
     failed = [t for t in scored if not t.passed]
     assert failed, f"{folder.name} passed every case: the grader missed the bug"
