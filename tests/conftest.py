@@ -123,7 +123,9 @@ class Solutions:
                 with FileLock(self.folder / f"{assignment}.lock", timeout=-1 if wait else 0):
                     if not done.exists():
                         graded = grade(REPO_ROOT / "solutions", [assignment], cache=self.compiled)
-                        done.write_bytes(pickle.dumps(graded))
+                        partial = done.with_suffix(".partial")  # a worker killed mid-write leaves no half pickle
+                        partial.write_bytes(pickle.dumps(graded))
+                        partial.replace(done)
             except Timeout:
                 return None
             self.known[assignment] = pickle.loads(done.read_bytes())
