@@ -191,6 +191,82 @@ def test_a_second_record_of_one_launch_is_a_graph_replay():
     assert {(k.name, k.count, k.graph) for k in _kernels(events, launchers, "grader::harness")} == {("k", 2, False), ("k", 3, True)}
 
 
+def _session(records):
+    """A finished session of `records`, (name, id, start, end, kind[, linked]) on one host thread,
+    kinds as the profiler names them ("cpu_op", "user_annotation", "cuda_runtime", "kernel"), read
+    by activity.read_events as it reads the profiler's own (with the methods torch 2.11's records have)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from grader.child import activity
+
+    def record(name, key, start, end, kind, linked=0):
+        device = DeviceType.CUDA if kind == "kernel" else DeviceType.CPU
+        return SimpleNamespace(name=lambda: name, is_hidden_event=lambda: False, correlation_id=lambda: key,
+                               start_thread_id=lambda: 7, end_thread_id=lambda: 7, start_ns=lambda: start,
+                               end_ns=lambda: end, device_type=lambda: device,
+                               is_user_annotation=lambda: kind == "user_annotation",
+                               linked_correlation_id=lambda: linked, is_async=lambda: False)  # fmt: skip
+
+    result = SimpleNamespace(events=lambda: [record(*r) for r in records])
+    return SimpleNamespace(events=activity.read_events(result), harness="grader::harness:00", lost=False)
+
+
+def test_a_launch_belongs_to_the_op_the_profiler_linked_it_to_whatever_its_time_stamps():
+    """The runtime's records are stamped on another clock: a launch inside a short op may fall
+    just outside it. The profiler's link decides, as in torch's own reading."""
+    from grader.child.activity import summarize
+
+    records = [("aten::zero_", 1, 100, 110, "cpu_op"), ("aten::fill_", 2, 102, 109, "cpu_op"),
+               ("cudaLaunchKernel", 50, 109, 112, "cuda_runtime", 2),  # ends after its op, by the stamps
+               ("FillFunctor<int>", 50, 200, 300, "kernel")]  # fmt: skip
+    activity = summarize(_session(records))
+    assert [(k.name, k.op) for k in activity.kernels] == [("FillFunctor<int>", "aten::zero_")]
+    unlinked = summarize(_session([r[:5] for r in records]))  # no link: the time nesting alone
+    assert [(k.name, k.op) for k in unlinked.kernels] == [("FillFunctor<int>", "")]
+
+
+def test_a_range_named_like_an_op_is_no_op():
+    """`record_function("aten::empty_like")` around torch.add: the add is the student's op, and a
+    range of that name around an op of that name hides nothing either."""
+    from grader.child.activity import summarize
+
+    ops = summarize(_session([("aten::empty_like", 1, 100, 200, "user_annotation"), ("aten::add", 2, 110, 190, "cpu_op"),
+                              ("aten::add", 3, 300, 400, "user_annotation"), ("aten::add", 4, 310, 390, "cpu_op")])).ops  # fmt: skip
+    assert [(o.name, o.count) for o in ops] == [("aten::add", 2)]
+
+
+def test_a_computing_op_inside_one_that_computes_nothing_is_the_students():
+    """Python code run inside torch's empty_like or clone (a dispatch mode's or a subclass's
+    handler) ran torch.add there: the add is judged. What torch's ops run inside their own work
+    (clone's copy_, matmul's mm) stays theirs."""
+    from grader.child.activity import summarize
+
+    records = [("aten::empty_like", 1, 100, 200, "cpu_op"), ("aten::empty_strided", 2, 101, 102, "cpu_op"),
+               ("aten::add", 3, 110, 190, "cpu_op"),
+               ("aten::clone", 4, 300, 400, "cpu_op"), ("aten::copy_", 5, 310, 390, "cpu_op"),
+               ("aten::matmul", 6, 500, 600, "cpu_op"), ("aten::mm", 7, 510, 590, "cpu_op")]  # fmt: skip
+    ops = summarize(_session(records)).ops
+    assert [(o.name, o.count) for o in ops] == [("aten::add", 1), ("aten::clone", 1), ("aten::empty_like", 1),
+                                                ("aten::matmul", 1)]  # fmt: skip
+
+
+def test_a_kernel_launched_inside_an_allocation_answers_for_itself():
+    """An allocation launches nothing: a kernel launched inside one (a library's, from a handler
+    run inside the op) is not the allocation's, and must be the student's own to pass. The fill
+    that torch (or the grader's own poisoning) runs inside it launches its kernel as ever."""
+    from grader.child.activity import summarize
+
+    records = [("aten::empty_like", 1, 100, 200, "cpu_op"),
+               ("cuLaunchKernel", 60, 110, 120, "cuda_driver", 1), ("gemm", 60, 1000, 1100, "kernel"),
+               ("aten::fill_", 2, 130, 190, "cpu_op"),
+               ("cudaLaunchKernel", 61, 140, 150, "cuda_runtime", 2), ("FillFunctor<float>", 61, 1200, 1300, "kernel")]  # fmt: skip
+    kernels = {k.name: k.op for k in summarize(_session(records)).kernels}
+    assert kernels == {"gemm": "", "FillFunctor<float>": "aten::empty_like"}
+    assert integrity.foreign_kernels(summarize(_session(records)), set()) == ["gemm"]
+
+
 def test_on_a_gpu_a_kernel_must_have_run_not_only_been_launched():
     logged_only = Activity(launches=[LaunchCount("k", "mine.py", True, 1)])
     assert integrity.integrity(PART, logged_only, "cpu", 1) is None

@@ -8,6 +8,14 @@ keeps, per op, only the student's own calls (the outermost torch op of each call
 torch runs inside it is torch's business, except under a view or a conversion, which are judged by
 the ops they ran: ops.delegates), and per kernel the op that launched it, if any.
 
+What runs inside an op is torch's only where torch put it there. Python code can run inside any
+op (a dispatch mode's or a tensor subclass's handler, a finalizer the collector runs there), so
+a computing op nested in one that computes nothing (an allocation, a view, a copy, a fill) is
+the student's, and so is a kernel launched inside an op that launches none (_covers, _launches);
+a range (`record_function`) bears any name its opener gives it, and is never taken for an op.
+Each launch belongs to the op the profiler linked it to (its external correlation id), not only
+to the op whose time stamps hold it: the runtime's records are stamped on another clock.
+
 Cost, measured on an H100 (torch 2.11, 2026-11-23): CUPTI's kernel records add about 5 us of GPU
 time to every kernel (a 3.3 us add took 8.6 us), which would distort the timing of small kernels;
 so kernels are recorded during correctness calls only, and the timed calls run under a host-only
@@ -35,6 +43,9 @@ from grader import ops
 from grader.messages import Activity, KernelCount, OpCount
 
 NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
+# Ops whose own kernels launch nothing on the GPU: a kernel tied to one of them was launched by
+# other code that ran inside it (see _covers), and answers for itself.
+LAUNCH_NOTHING = ("allocation", "view", "metadata")
 
 
 def _config():
@@ -74,13 +85,18 @@ class Session:
 
 class Event:
     """One record of a session: a torch op, a range or a runtime call on a host thread (times in
-    ns), or on the GPU a kernel, whose `id` is the correlation id of the host call that launched it."""
+    ns), or on the GPU a kernel, whose `id` is the correlation id of the host call that launched it.
+    A runtime call's or a kernel's `linked` is the id of the op or range it ran in, as the profiler
+    tied them (0: none, and for every op and range); `annotation` marks a range (`record_function`),
+    which any code may open under any name: never an op."""
 
-    __slots__ = ("name", "id", "thread", "start", "end", "device_type", "cpu_parent", "cpu_children")
+    __slots__ = ("name", "id", "thread", "start", "end", "device_type", "linked", "annotation", "cpu_parent",
+                 "cpu_children")  # fmt: skip
 
-    def __init__(self, name: str, id: int, thread: int, start: int, end: int, device_type):
+    def __init__(self, name: str, id: int, thread: int, start: int, end: int, device_type, linked: int = 0,
+                 annotation: bool = False):  # fmt: skip
         self.name, self.id, self.thread, self.start, self.end = name, id, thread, start, end
-        self.device_type = device_type
+        self.device_type, self.linked, self.annotation = device_type, linked, annotation
         self.cpu_parent: Event | None = None
         self.cpu_children: list[Event] = []
 
@@ -103,6 +119,7 @@ def read_events(result) -> list[Event]:
 def _read(result) -> list[Event]:
     names: dict[str, str] = {}
     found, nested = [], []
+    ranges: dict[int, Event] = {}  # an op's or a range's correlation id -> its record
     for record in result.events():
         raw = record.name()
         if _filter_name(raw) or record.is_hidden_event():
@@ -111,11 +128,14 @@ def _read(result) -> list[Event]:
         if name is None:
             name = names[raw] = _rewrite_name(raw, with_wildcard=True)
         event = Event(name, record.correlation_id(), record.start_thread_id(), record.start_ns(), record.end_ns(),
-                      record.device_type())  # fmt: skip
+                      record.device_type(), record.linked_correlation_id(), record.is_user_annotation())  # fmt: skip
         found.append(event)
         if event.device_type == DeviceType.CPU and not record.is_async() and record.end_thread_id() == event.thread:
             nested.append(event)
+            if not event.linked and (event.annotation or name.startswith("aten::")):
+                ranges[event.id] = event  # what a runtime call may be linked to (its id is the op's)
     _nest(nested)
+    _link(nested, ranges)
     repeated = _fold_repeats(nested)
     found = [e for e in found if id(e) not in repeated]
     found.sort(key=lambda e: (e.start, -e.end))
@@ -138,13 +158,29 @@ def _nest(host: list[Event]) -> None:
         open_.append(event)
 
 
+def _link(host: list[Event], ranges: dict[int, Event]) -> None:
+    """Each runtime call under the op or range the profiler linked it to, where that differs from
+    the time nesting: the runtime's records are stamped on another clock, converted, and a launch
+    inside a short op (the autotuner's `zero_` of its L2-flush buffer, a few microseconds) was seen
+    to fall outside it. torch's own `function_events` ties kernels to ops the same way."""
+    for event in host:
+        op = ranges.get(event.linked) if event.linked else None
+        if op is None or op is event.cpu_parent or op.thread != event.thread:
+            continue
+        if event.cpu_parent is not None:
+            event.cpu_parent.cpu_children.remove(event)
+        event.cpu_parent = op
+        op.cpu_children.append(event)
+
+
 def _fold_repeats(host: list[Event]) -> set[int]:
     """A record that is its parent's only child, of the same name (an op calling its own overload),
     folded into the parent, as torch folds it; the ids of the records folded away."""
     folded = set()
     for event in host:  # parents before their children
         parent = event.cpu_parent
-        if parent is not None and parent.name == event.name and len(parent.cpu_children) == 1:
+        if (parent is not None and parent.name == event.name and len(parent.cpu_children) == 1
+                and parent.annotation == event.annotation):  # fmt: skip
             parent.cpu_children = event.cpu_children
             for child in event.cpu_children:
                 child.cpu_parent = parent
@@ -179,17 +215,33 @@ def _during(event, windows) -> bool:
 
 
 def _judged(event) -> bool:
-    return event.name.startswith("aten::") and not ops.delegates(event.name)
+    return event.name.startswith("aten::") and not event.annotation and not ops.delegates(event.name)
+
+
+def _covers(outer, inner) -> bool:
+    """Whether `inner`, run inside `outer`, is `outer`'s business. An op that computes nothing
+    (allocates, views, copies, fills) runs no op that computes; one found inside it ran from Python
+    code that got in there (a dispatch mode's or a tensor subclass's handler, a finalizer the
+    collector ran), which is the student's, and is judged as a call of its own."""
+    return ops.category(outer.name) == "compute" or ops.category(inner.name) != "compute"
 
 
 def _top_op(event):
-    """The outermost torch op that `event` ran inside (itself included), or None; views and ops
-    that only forward to another (ops.delegates) are seen through, to the ops they ran."""
+    """The outermost torch op that `event` ran inside (itself included) and that covers it
+    (`_covers`), or None; views and ops that only forward to another (ops.delegates) are seen
+    through, to the ops they ran, and a range (`record_function`) is no op at all."""
     top = event if _judged(event) else None
     for ancestor in _ancestors(event):
-        if _judged(ancestor):
+        if _judged(ancestor) and (top is None or _covers(ancestor, top)):
             top = ancestor
     return top
+
+
+def _launches(call) -> bool:
+    """Whether the op that a runtime call ran in directly (the innermost) launches kernels of its
+    own: one that only allocates, views or reads metadata does not (LAUNCH_NOTHING)."""
+    inner = next((a for a in _ancestors(call) if a.name.startswith("aten::") and not a.annotation), None)
+    return inner is None or ops.category(inner.name) not in LAUNCH_NOTHING
 
 
 def _where(event, where: dict[str, str]) -> str:
@@ -225,7 +277,7 @@ def summarize(session: Session, excluded: Counter | None = None, where: dict[str
             threads.setdefault(event.name, set()).add(event.thread)
             lines[event.name] = lines.get(event.name) or _where(event, where or {})
         if not event.name.startswith("aten::"):  # a runtime call: remember who launched through it
-            launchers[event.id] = (top.name if top is not None else "", event.name)
+            launchers[event.id] = (top.name if top is not None and _launches(event) else "", event.name)
     for name, count in (excluded or Counter()).items():
         ops[name] -= min(count, ops[name])
     return Activity(
