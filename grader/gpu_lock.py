@@ -11,11 +11,13 @@ moment its first child is up and waiting at its gate (isolation.run_child) to th
 so that starting a child (the sandbox, torch, a CUDA context: about 5 s on an H100) overlaps
 other students' phases. It favours the timing phase:
 one that waits holds a turnstile that every new correctness phase must pass, so a stream of
-correctness runs cannot starve it, and a correctness phase under way lets it go first at its next
-case (`timing_waits`; grading.AssignmentGrading.gpu ends that child there and goes on in a fresh
-one after the timed phase), so one long run of cases does not hold it back.
+correctness runs cannot starve it; every one that waits is in a queue, which a new correctness
+phase lets go first as a whole (between two timed phases the GPU goes to the next one, not to a
+correctness run that would hold it until its next case); and a correctness phase under way lets
+it go first at its next case (`timing_waits`; grading.AssignmentGrading.gpu ends that child there
+and goes on in a fresh one after the timed phase), so one long run of cases does not hold it back.
 
-The lock is two files locked with flock(2) in a folder every worker of the host sees: workers on
+The lock is three files locked with flock(2) in a folder every worker of the host sees: workers on
 one machine (a local cluster, or several Dask workers per node of a Slurm cluster, all pointed at
 the same folder with GRADER_GPU_LOCKS) agree through the kernel, and a worker that dies releases
 what it held. The GPU is named by CUDA_VISIBLE_DEVICES, as each worker sees it.
@@ -48,6 +50,7 @@ class GpuLock:
         folder.mkdir(parents=True, exist_ok=True)
         name = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu) or "default"
         self.turnstile, self.gpu = folder / f"gpu-{name}.turnstile", folder / f"gpu-{name}.lock"
+        self.queue = folder / f"gpu-{name}.queue"  # held shared by every timed phase that waits
 
     @classmethod
     def from_environment(cls) -> GpuLock | None:
@@ -58,16 +61,30 @@ class GpuLock:
         return cls(Path(folder), os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0])
 
     @contextmanager
-    def shared(self, label: str = "") -> Iterator[float]:
+    def shared(self, label: str = "", defer: bool = True) -> Iterator[float]:
         """A correctness phase: beside other correctness phases, never during a timed one. Gives
-        the seconds it waited."""
+        the seconds it waited. It passes the turnstile behind a timed phase that holds it, and,
+        where it `defer`s, only once no other timed phase is queued either: between two timed
+        phases the GPU goes to the next one, not to a correctness run that would hold it until
+        its next case (a timed phase's own start of CUDA, short and running no student code,
+        does not defer)."""
         started = time.monotonic()
         with _logged("shared", label) as got:
-            with _locked(self.turnstile, fcntl.LOCK_EX):
-                pass  # wait behind a timing phase that is waiting
-            with _locked(self.gpu, fcntl.LOCK_SH):
+            while True:
+                with _locked(self.turnstile, fcntl.LOCK_EX):
+                    if not defer or not self.timing_waits():
+                        # Inside the turnstile no exclusive hold can exist (it keeps the turnstile
+                        # until it turns shared), so this never blocks.
+                        gpu = os.open(self.gpu, os.O_RDWR | os.O_CREAT, 0o600)
+                        fcntl.flock(gpu, fcntl.LOCK_SH)
+                        break
+                with _locked(self.queue, fcntl.LOCK_EX):
+                    pass  # until every queued timed phase has had the GPU
+            try:
                 got()
                 yield time.monotonic() - started
+            finally:
+                os.close(gpu)  # closing releases the lock
 
     @contextmanager
     def exclusive(self, label: str = "") -> Iterator[float]:
@@ -83,14 +100,20 @@ class GpuLock:
         no other timed phase starts before it lets go."""
         started, asked = time.monotonic(), time.time()
         hold = Timed(os.environ.get(LOG_ENVIRONMENT), label)
+        queued = os.open(self.queue, os.O_RDWR | os.O_CREAT, 0o600)
         try:
+            fcntl.flock(queued, fcntl.LOCK_SH)  # in the queue until it has the GPU
             hold.turnstile = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(hold.turnstile, fcntl.LOCK_EX)
             hold.gpu = os.open(self.gpu, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(hold.gpu, fcntl.LOCK_EX)
+            os.close(queued)
+            queued = -1
             hold.waited, hold.since = time.monotonic() - started, (asked, time.time())
             yield hold
         finally:
+            if queued >= 0:
+                os.close(queued)
             if hold.gpu >= 0 and hold.since[1]:
                 hold.log("shared" if hold.shared else "exclusive", " judging" if hold.shared else "")
             for fd in (hold.gpu, hold.turnstile):
@@ -98,11 +121,9 @@ class GpuLock:
                     os.close(fd)  # closing releases the lock
 
     def timing_waits(self) -> bool:
-        """Whether a timed phase waits for the GPU (it holds the turnstile while it waits). Asked
-        by a correctness phase between two cases, holding the GPU shared: no timed phase can hold
-        it then, and a correctness phase passing the turnstile holds it only for an instant (a
-        rare false yes costs a release and an immediate retake)."""
-        fd = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
+        """Whether a timed phase waits for the GPU (each holds the queue shared while it waits).
+        Asked by a correctness phase between two cases, and by one about to take the GPU."""
+        fd = os.open(self.queue, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -318,7 +318,7 @@ class AssignmentGrading:
                     timed.append(stack.enter_context(lock.timed(label)))
                     waited = timed[-1].waited
                 else:
-                    waited = stack.enter_context(lock.shared(label))
+                    waited = stack.enter_context(lock.shared(label, defer=phase != "timing"))
                 self.budget.deadline += waited
                 self.phases.add("waiting", waited)
                 return stack

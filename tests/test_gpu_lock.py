@@ -68,6 +68,31 @@ def test_a_waiting_timing_phase_goes_before_correctness_phases_that_come_after_i
         thread.join(5)
 
 
+def test_a_correctness_phase_lets_every_queued_timing_phase_go_first(tmp_path):
+    """Between two timed phases the GPU goes to the next one: a correctness phase that asks while
+    two wait would otherwise slip in as the first lets go, and hold the GPU until its next case."""
+    log = []
+    reader, reader_in, reader_go = _start(GpuLock(tmp_path, "0"), "shared", log, "A")
+    assert reader_in.wait(5)
+    first, first_in, first_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "T1")
+    second, second_in, second_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "T2")
+    time.sleep(0.2)  # both wait: one at the GPU, the other at the turnstile
+    late, late_in, late_go = _start(GpuLock(tmp_path, "0"), "shared", log, "C")
+    reader_go.set()
+    timers = [(first_in, first_go), (second_in, second_go)]
+    for _ in range(2):
+        deadline = time.monotonic() + 5
+        while not any(entered.is_set() and not go.is_set() for entered, go in timers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not late_in.is_set(), "a correctness phase took the GPU while a timed phase was queued"
+        next(go for entered, go in timers if entered.is_set() and not go.is_set()).set()
+    assert late_in.wait(5), "the correctness phase never got the GPU once the queue was empty"
+    late_go.set()
+    for thread in (reader, first, second, late):
+        thread.join(5)
+    assert log.index("C in") > max(log.index("T1 out"), log.index("T2 out"))
+
+
 def test_each_gpu_has_its_own_lock(tmp_path):
     log = []
     timing, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "T0")
