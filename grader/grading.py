@@ -22,7 +22,7 @@ from grader.child.submission import missing_file_message
 from grader.environment import describe
 from grader.gpu_lock import GpuLock
 from grader.judging import TaskResult
-from grader.messages import Failure, Job, Task
+from grader.messages import CaseReport, Failure, Job, Task
 from grader.numerics import Verdict
 from grader.results import Grade, TestResult
 from grader.spec import Assignment, Case, Part
@@ -172,6 +172,16 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
     return results
 
 
+def _launch_lost(result: TaskResult) -> bool:
+    """Whether a case's call ran a kernel that no recorded launch, and so no op or call, can be
+    tied to (messages.KernelCount.unlaunched): the profiler lost the record of a launch, which the
+    kernel would be judged foreign for (integrity.foreign_kernels). That loss is rare and not the
+    student's to cause; a kernel a student's code launches outside anything the profiler sees
+    would be lost again in a second run, and judged then."""
+    report = result.outcome
+    return isinstance(report, CaseReport) and any(k.unlaunched and not k.op for k in report.activity.kernels)
+
+
 class AssignmentGrading:
     def __init__(self, assignment: Assignment, submission: Path, settings: Settings):
         self.assignment, self.settings = assignment, settings
@@ -230,6 +240,10 @@ class AssignmentGrading:
         with self.gpu("correctness") as gate:
             results = run_tasks(self.job, [t for t in tasks if t.part not in missing], self.workdir, self.view,
                                 self.budget, self.phases, "correctness", gate, self.compiled)  # fmt: skip
+            again = [t for t in tasks if t.id in results and _launch_lost(results[t.id])]
+            if again:  # once, in a fresh child: a kernel no launch can be tied to is judged only if it comes back
+                results.update(run_tasks(self.job, again, self.workdir, self.view, self.budget, self.phases,
+                                         "correctness", gate, self.compiled))  # fmt: skip
         results.update({t.id: missing[t.part] for t in tasks if t.part in missing})
         with self.judging():
             judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)

@@ -161,6 +161,9 @@ class KernelCount:
     count: int
     op: str = ""  # the torch op that launched it; "" when no torch op did (Triton, a .cu, a library)
     graph: bool = False  # replayed from a CUDA graph (an autotuner's do_bench_cudagraph): not a launch of its own
+    # No launch of it was recorded in the session: the profiler lost the runtime's record, so no op
+    # and no call of the student's can be tied to it (seen on an H200 for 1 kernel in 60,420).
+    unlaunched: bool = False
 
 
 @dataclass

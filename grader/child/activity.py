@@ -298,11 +298,12 @@ def _kernels(events, launchers: dict[int, tuple[str, str]], harness: str) -> lis
             continue
         if event.name.startswith("grader::"):
             continue  # the GPU's copy of a host range, not a kernel
+        unlaunched = event.id not in launchers
         op, call = launchers.get(event.id, ("", ""))
         # A replayed graph's kernels carry the id of the cudaGraphLaunch, or (CUPTI does both, on an
         # H100 with torch 2.11, for whole replays at a time) the id of the launch that was captured:
         # one launch runs its kernel once, so a second record of one id is a replay.
         graph = call.startswith(("cudaGraphLaunch", "cuGraphLaunch")) or event.id in ran
         ran.add(event.id)
-        counts[(event.name, op, graph)] += 1
-    return [KernelCount(name, n, op, graph) for (name, op, graph), n in sorted(counts.items())]
+        counts[(event.name, op, graph, unlaunched)] += 1
+    return [KernelCount(name, n, *rest) for (name, *rest), n in sorted(counts.items())]

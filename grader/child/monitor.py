@@ -90,14 +90,14 @@ def merge(first: Activity, second: Activity) -> Activity:
         where[op.name] = where.get(op.name) or op.where
     kernels: Counter = Counter()
     for kernel in first.kernels + second.kernels:
-        kernels[(kernel.name, kernel.op, kernel.graph)] += kernel.count
+        kernels[(kernel.name, kernel.op, kernel.graph, kernel.unlaunched)] += kernel.count
     launches: Counter = Counter()
     for launch in first.launches + second.launches:
         launches[(launch.kernel, launch.file, launch.own)] += launch.count
     return Activity(
         ops=[OpCount(name, n, threads[name], where[name]) for name, n in sorted(ops.items())],
         launches=[LaunchCount(k, f, own, n) for (k, f, own), n in sorted(launches.items())],
-        kernels=[KernelCount(name, n, op, graph) for (name, op, graph), n in sorted(kernels.items())],
+        kernels=[KernelCount(name, n, *rest) for (name, *rest), n in sorted(kernels.items())],
         profiler_lost=first.profiler_lost or second.profiler_lost,
         refused=first.refused + second.refused,
         patched=sorted(set(first.patched + second.patched)),
