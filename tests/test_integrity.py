@@ -187,7 +187,7 @@ def test_a_second_record_of_one_launch_is_a_graph_replay():
               _event("cuLaunchKernelEx", 2),  # captured into a graph: runs nothing then
               _event("cudaGraphLaunch", 3), _event("k", 3, cuda=True),  # a replay, tagged as such
               _event("k", 2, cuda=True), _event("k", 2, cuda=True), _event("k", 2, cuda=True)]  # replays, tagged as the capture
-    launchers = {e.id: ("", e.name) for e in events if e.device_type.name == "CPU"}
+    launchers = {e.id: ("", e.name, "") for e in events if e.device_type.name == "CPU"}
     assert {(k.name, k.count, k.graph) for k in _kernels(events, launchers, "grader::harness")} == {("k", 2, False), ("k", 3, True)}
 
 
@@ -213,6 +213,9 @@ def _session(records):
     return SimpleNamespace(events=activity.read_events(result), harness="grader::harness:00", lost=False)
 
 
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int> >"  # torch's, as CUPTI names it
+
+
 def test_a_launch_belongs_to_the_op_the_profiler_linked_it_to_whatever_its_time_stamps():
     """The runtime's records are stamped on another clock: a launch inside a short op may fall
     just outside it. The profiler's link decides, as in torch's own reading."""
@@ -220,11 +223,11 @@ def test_a_launch_belongs_to_the_op_the_profiler_linked_it_to_whatever_its_time_
 
     records = [("aten::zero_", 1, 100, 110, "cpu_op"), ("aten::fill_", 2, 102, 109, "cpu_op"),
                ("cudaLaunchKernel", 50, 109, 112, "cuda_runtime", 2),  # ends after its op, by the stamps
-               ("FillFunctor<int>", 50, 200, 300, "kernel")]  # fmt: skip
+               (FILL, 50, 200, 300, "kernel")]  # fmt: skip
     activity = summarize(_session(records))
-    assert [(k.name, k.op) for k in activity.kernels] == [("FillFunctor<int>", "aten::zero_")]
+    assert [(k.name, k.op) for k in activity.kernels] == [(FILL, "aten::zero_")]
     unlinked = summarize(_session([r[:5] for r in records]))  # no link: the time nesting alone
-    assert [(k.name, k.op) for k in unlinked.kernels] == [("FillFunctor<int>", "")]
+    assert [(k.name, k.op) for k in unlinked.kernels] == [(FILL, "")]
 
 
 def test_a_range_named_like_an_op_is_no_op():
@@ -252,19 +255,25 @@ def test_a_computing_op_inside_one_that_computes_nothing_is_the_students():
                                                 ("aten::matmul", 1)]  # fmt: skip
 
 
-def test_a_kernel_launched_inside_an_allocation_answers_for_itself():
-    """An allocation launches nothing: a kernel launched inside one (a library's, from a handler
-    run inside the op) is not the allocation's, and must be the student's own to pass. The fill
-    that torch (or the grader's own poisoning) runs inside it launches its kernel as ever."""
+def test_a_kernel_launched_inside_an_allocation_or_a_copy_answers_for_itself():
+    """An allocation launches nothing, and a copy or a fill only torch's own kernels: a library's
+    kernel launched inside one (from a handler run inside the op) is not that op's, and must be
+    the student's own to pass. The fill that torch (or the grader's own poisoning) runs inside an
+    allocation, and a copy's own kernel, stay the ops'."""
     from grader.child.activity import summarize
 
+    copy = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>"
     records = [("aten::empty_like", 1, 100, 200, "cpu_op"),
                ("cuLaunchKernel", 60, 110, 120, "cuda_driver", 1), ("gemm", 60, 1000, 1100, "kernel"),
                ("aten::fill_", 2, 130, 190, "cpu_op"),
-               ("cudaLaunchKernel", 61, 140, 150, "cuda_runtime", 2), ("FillFunctor<float>", 61, 1200, 1300, "kernel")]  # fmt: skip
-    kernels = {k.name: k.op for k in summarize(_session(records)).kernels}
-    assert kernels == {"gemm": "", "FillFunctor<float>": "aten::empty_like"}
-    assert integrity.foreign_kernels(summarize(_session(records)), set()) == ["gemm"]
+               ("cudaLaunchKernel", 61, 140, 150, "cuda_runtime", 2), (FILL, 61, 1200, 1300, "kernel"),
+               ("aten::copy_", 3, 300, 400, "cpu_op"),
+               ("cudaLaunchKernel", 62, 310, 320, "cuda_runtime", 3), (copy, 62, 1400, 1500, "kernel"),
+               ("cuLaunchKernel", 63, 330, 340, "cuda_driver", 3), ("sm90_xmma_gemm_f32f32", 63, 1600, 1700, "kernel")]  # fmt: skip
+    activity = summarize(_session(records))
+    assert {k.name: k.op for k in activity.kernels} == {"gemm": "", FILL: "aten::empty_like", copy: "aten::copy_",
+                                                        "sm90_xmma_gemm_f32f32": ""}  # fmt: skip
+    assert integrity.foreign_kernels(activity, set()) == ["gemm", "sm90_xmma_gemm_f32f32"]
 
 
 def test_a_kernel_whose_launch_was_not_recorded_is_marked_and_judged_with_a_second_run(tmp_path, monkeypatch):

@@ -11,7 +11,8 @@ the ops they ran: ops.delegates), and per kernel the op that launched it, if any
 What runs inside an op is torch's only where torch put it there. Python code can run inside any
 op (a dispatch mode's or a tensor subclass's handler, a finalizer the collector runs there), so
 a computing op nested in one that computes nothing (an allocation, a view, a copy, a fill) is
-the student's, and so is a kernel launched inside an op that launches none (_covers, _launches);
+the student's, and so is a kernel launched inside an op that launches none, or a kernel not of
+torch's inside a fill or a copy (_covers, _launched_by);
 a range (`record_function`) bears any name its opener gives it, and is never taken for an op.
 Each launch belongs to the op the profiler linked it to (its external correlation id), not only
 to the op whose time stamps hold it: the runtime's records are stamped on another clock.
@@ -46,6 +47,8 @@ NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
 # Ops whose own kernels launch nothing on the GPU: a kernel tied to one of them was launched by
 # other code that ran inside it (see _covers), and answers for itself.
 LAUNCH_NOTHING = ("allocation", "view", "metadata")
+OWN_KERNELS_ONLY = ("fill", "movement")  # ops whose kernels are torch's own (TORCH_KERNELS in their names)
+TORCH_KERNELS = "at::native::"
 
 
 def _config():
@@ -237,11 +240,20 @@ def _top_op(event):
     return top
 
 
-def _launches(call) -> bool:
-    """Whether the op that a runtime call ran in directly (the innermost) launches kernels of its
-    own: one that only allocates, views or reads metadata does not (LAUNCH_NOTHING)."""
+def _inner_category(call) -> str:
+    """The category (ops.category) of the op that a runtime call ran in directly, or "" for none."""
     inner = next((a for a in _ancestors(call) if a.name.startswith("aten::") and not a.annotation), None)
-    return inner is None or ops.category(inner.name) not in LAUNCH_NOTHING
+    return ops.category(inner.name) if inner is not None else ""
+
+
+def _launched_by(op: str, inner: str, kernel: str) -> str:
+    """The op a kernel is tied to, "" for none. An op that allocates, views or reads metadata
+    launches nothing (LAUNCH_NOTHING), and a fill or a copy only torch's own kernels: a kernel of
+    another name launched inside one came from code that ran inside it (a library's, called from a
+    handler), and answers for itself."""
+    if inner in LAUNCH_NOTHING or (inner in OWN_KERNELS_ONLY and TORCH_KERNELS not in kernel):
+        return ""
+    return op
 
 
 def _where(event, where: dict[str, str]) -> str:
@@ -265,7 +277,8 @@ def summarize(session: Session, excluded: Counter | None = None, where: dict[str
     ops: Counter = Counter()
     threads: dict[str, set] = {}
     lines: dict[str, str] = {}
-    launchers: dict[int, tuple[str, str]] = {}  # correlation id of a host launch call -> (the student op, the call)
+    # correlation id of a host launch call -> (the student op, the call, the category of the op it ran in)
+    launchers: dict[int, tuple[str, str, str]] = {}
     for event in events:
         if event.device_type != DeviceType.CPU or event.name.startswith(harness) or _in_harness(event, harness):
             continue
@@ -277,7 +290,7 @@ def summarize(session: Session, excluded: Counter | None = None, where: dict[str
             threads.setdefault(event.name, set()).add(event.thread)
             lines[event.name] = lines.get(event.name) or _where(event, where or {})
         if not event.name.startswith("aten::"):  # a runtime call: remember who launched through it
-            launchers[event.id] = (top.name if top is not None and _launches(event) else "", event.name)
+            launchers[event.id] = (top.name if top is not None else "", event.name, _inner_category(event))
     for name, count in (excluded or Counter()).items():
         ops[name] -= min(count, ops[name])
     return Activity(
@@ -287,7 +300,7 @@ def summarize(session: Session, excluded: Counter | None = None, where: dict[str
     )
 
 
-def _kernels(events, launchers: dict[int, tuple[str, str]], harness: str) -> list[KernelCount]:
+def _kernels(events, launchers: dict[int, tuple[str, str, str]], harness: str) -> list[KernelCount]:
     """The GPU's kernels with the student op that launched each ("" for none: Triton, a .cu, a
     library); the harness's own launches (inside its ranges) are left out."""
     harness_ids = {e.id for e in events if e.device_type == DeviceType.CPU and _in_harness(e, harness)}
@@ -299,7 +312,8 @@ def _kernels(events, launchers: dict[int, tuple[str, str]], harness: str) -> lis
         if event.name.startswith("grader::"):
             continue  # the GPU's copy of a host range, not a kernel
         unlaunched = event.id not in launchers
-        op, call = launchers.get(event.id, ("", ""))
+        op, call, inner = launchers.get(event.id, ("", "", ""))
+        op = _launched_by(op, inner, event.name)
         # A replayed graph's kernels carry the id of the cudaGraphLaunch, or (CUPTI does both, on an
         # H100 with torch 2.11, for whole replays at a time) the id of the launch that was captured:
         # one launch runs its kernel once, so a second record of one id is a replay.
