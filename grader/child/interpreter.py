@@ -52,9 +52,9 @@ def _skip_dead_overflow_checks() -> None:
     """Triton builds an overflow check around every 32-bit integer add, sub and mul (its
     `sanitize_overflow` option), whose assert it then drops unless the kernel is compiled with
     `debug` on; the interpreter never is, and builds it anyway, in numpy, for every offset of
-    every program, for an answer thrown away (the tutorial matmul's corpus test: 83 s with it,
-    78 s without, on the 2-core machine). The GPU compiles the same dead check and removes it, so
-    neither tier asserts an overflow."""
+    every program, for an answer thrown away (the corpus test of the Triton tutorial's matrix
+    multiplication: 83 s with it, 78 s without, on the 2-core machine). The GPU compiles the same
+    dead check and removes it, so neither tier asserts an overflow."""
     import dataclasses
 
     from triton.runtime import interpreter
