@@ -35,7 +35,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -69,22 +69,18 @@ class GpuLock:
         its next case (a timed phase's own start of CUDA, short and running no student code,
         does not defer)."""
         started = time.monotonic()
-        with _logged("shared", label) as got:
+        with _logged("shared", label) as got, ExitStack() as held:
             while True:
                 with _locked(self.turnstile, fcntl.LOCK_EX):
                     if not defer or not self.timing_waits():
                         # Inside the turnstile no exclusive hold can exist (it keeps the turnstile
                         # until it turns shared), so this never blocks.
-                        gpu = os.open(self.gpu, os.O_RDWR | os.O_CREAT, 0o600)
-                        fcntl.flock(gpu, fcntl.LOCK_SH)
+                        held.enter_context(_locked(self.gpu, fcntl.LOCK_SH))
                         break
                 with _locked(self.queue, fcntl.LOCK_EX):
                     pass  # until every queued timed phase has had the GPU
-            try:
-                got()
-                yield time.monotonic() - started
-            finally:
-                os.close(gpu)  # closing releases the lock
+            got()
+            yield time.monotonic() - started
 
     @contextmanager
     def exclusive(self, label: str = "") -> Iterator[float]:
@@ -100,20 +96,15 @@ class GpuLock:
         no other timed phase starts before it lets go."""
         started, asked = time.monotonic(), time.time()
         hold = Timed(os.environ.get(LOG_ENVIRONMENT), label)
-        queued = os.open(self.queue, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(queued, fcntl.LOCK_SH)  # in the queue until it has the GPU
-            hold.turnstile = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(hold.turnstile, fcntl.LOCK_EX)
-            hold.gpu = os.open(self.gpu, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(hold.gpu, fcntl.LOCK_EX)
-            os.close(queued)
-            queued = -1
+            with _locked(self.queue, fcntl.LOCK_SH):  # in the queue until it has the GPU
+                hold.turnstile = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(hold.turnstile, fcntl.LOCK_EX)
+                hold.gpu = os.open(self.gpu, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(hold.gpu, fcntl.LOCK_EX)
             hold.waited, hold.since = time.monotonic() - started, (asked, time.time())
             yield hold
         finally:
-            if queued >= 0:
-                os.close(queued)
             if hold.gpu >= 0 and hold.since[1]:
                 hold.log("shared" if hold.shared else "exclusive", " judging" if hold.shared else "")
             for fd in (hold.gpu, hold.turnstile):

@@ -179,7 +179,7 @@ def _launch_lost(result: TaskResult) -> bool:
     honest code, for no known reason; a kernel that a student's code could launch outside what the
     profiler records would have to be lost again in the second run, and is judged then."""
     report = result.outcome
-    return isinstance(report, CaseReport) and any(k.unlaunched and not k.op for k in report.activity.kernels)
+    return isinstance(report, CaseReport) and any(k.unlaunched for k in report.activity.kernels)
 
 
 class AssignmentGrading:
