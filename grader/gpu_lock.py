@@ -6,7 +6,8 @@ inside its timings. Per GPU, a reader-writer lock held by the grading process (t
 the child, which cannot reach it: the sandbox's /tmp is its own): a correctness phase holds it
 shared (and so does the parent's judging, whose float64 references run on the GPU), a timing
 phase exclusively until its last benchmark is timed, and then shared while its outputs cross
-and are judged (`Timed.share`; no other timed phase starts before that ends). Each phase holds it from the
+and its child ends (`Timed.share`; no other timed phase starts before that, since student code
+ran in that child; the judging of those outputs comes after, as a correctness phase's does). Each phase holds it from the
 moment its first child is up and waiting at its gate (isolation.run_child) to the phase's end,
 so that starting a child (the sandbox, torch, a CUDA context: about 5 s on an H100) overlaps
 other students' phases. It favours the timing phase:
@@ -92,7 +93,7 @@ class GpuLock:
     @contextmanager
     def timed(self, label: str = "") -> Iterator[Timed]:
         """An exclusive hold that can end shared (`Timed.share`): a timed phase whose timings are
-        done, judging its outputs, lets other students' correctness runs back onto the GPU, while
+        done, sending its outputs, lets other students' correctness runs back onto the GPU, while
         no other timed phase starts before it lets go."""
         started, asked = time.monotonic(), time.time()
         hold = Timed(os.environ.get(LOG_ENVIRONMENT), label)
@@ -106,7 +107,7 @@ class GpuLock:
             yield hold
         finally:
             if hold.gpu >= 0 and hold.since[1]:
-                hold.log("shared" if hold.shared else "exclusive", " judging" if hold.shared else "")
+                hold.log("shared" if hold.shared else "exclusive", " sending" if hold.shared else "")
             for fd in (hold.gpu, hold.turnstile):
                 if fd >= 0:
                     os.close(fd)  # closing releases the lock

@@ -264,11 +264,14 @@ class AssignmentGrading:
     def time_parts(self, verdicts: dict[str, list[Verdict]], timer: isolation.Spawned | None = None) -> dict[str, Verdict]:
         """Phase 2: every benchmark of every part whose correctness passed, in one new child (a
         child's start, on a GPU, costs about 9 s: one per part was most of a grading's time), and
-        each benchmark's verdict. The verdicts, whose checks of the kept outputs run float64
-        references on the GPU, are made under the timing phase's own hold, turned shared once
-        its last benchmark is timed (gpu_lock.Timed.share): other students' correctness runs go on beside
-        the judging, no other timed phase starts before it ends, and the grading does not wait
-        behind other students' timed phases (holding its share of the GPU's memory) to finish."""
+        each benchmark's verdict. On a GPU shared with other workers, the timing phase holds it
+        alone until its last benchmark is timed, then shared (gpu_lock.Timed.share) while the child
+        sends the outputs it kept and ends: other students' correctness runs go on beside it, but
+        no other timed phase starts while a process that ran this student's code is alive. The
+        verdicts, whose checks of the kept outputs run float64 references on the GPU, come after,
+        under a hold of their own, as a correctness phase's judging does (`judging`): the next
+        student's timed phase goes first (on an H200, judging inside the timed phase's hold had
+        kept the GPU from the next one for about 2 s in each of 11 timed phases of a class of 20)."""
         if self.device != "cuda":
             return {}
         ready = [p for p in self.assignment.parts if p.benchmarks and all(v.ok for v in verdicts[p.name])]
@@ -280,23 +283,22 @@ class AssignmentGrading:
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
-            if gate is not None:
-                gate("timed")  # the child is gone (it had its say already where it did all its tasks)
+        with self.judging("timing judging"):
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
                                                         self.device), results[task.id])
                     for task in tasks}  # fmt: skip
 
     @contextmanager
-    def judging(self):
+    def judging(self, label: str = "judging"):
         """Judging here, in the parent, runs the float64 references on the GPU: on a GPU shared with
         other workers it holds the lock shared, as a correctness phase does, so no reference runs
-        inside another student's timed phase."""
+        inside another student's timed phase, and it lets every timed phase that waits go first."""
         lock = _gpu_lock(self)
         if lock is None:
             yield
             return
-        with lock.shared(f"{self.assignment.name} judging") as waited:
+        with lock.shared(f"{self.assignment.name} {label}") as waited:
             self.phases.add("waiting", waited)
             yield
 

@@ -14,9 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import batch, gpu_lock
+from grader import batch, gpu_lock, judging
+from grader import grading as grading_module
 from grader.gpu_lock import ENVIRONMENT, GpuLock
-from grader.grading import AssignmentGrading, Phases, _Budget
+from grader.grading import AssignmentGrading, Phases, Settings, _Budget
+from grader.judging import TaskResult
+from grader.messages import Failure
+from grader.numerics import Verdict
+from grader.spec import load_assignments
 
 
 def _hold(lock: GpuLock, how: str, log: list, name: str, entered: threading.Event, release: threading.Event):
@@ -268,39 +273,54 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
         assert "waiting" not in cpu.phases, "the CPU tier judges on the CPU: nothing to wait for"
 
 
-def test_a_timed_phase_judges_with_the_gpu_shared_and_no_other_timed_phase_before_it_ends(tmp_path, monkeypatch):
-    """Once a timed phase's timings are over (gate stage "timed"), its judging holds the GPU
-    shared: other students' correctness runs come back onto it, but another timed phase, waiting
-    since before or coming after, starts only when the judging ends."""
+def test_a_timed_phase_sends_with_the_gpu_shared_and_judges_after_the_next_timed_phase(tmp_path, monkeypatch):
+    """Once a timed phase's timings are over (gate stage "timed"), its child sends what it kept
+    with the GPU held shared: other students' correctness runs come back onto it, but another
+    timed phase, waiting since before or coming after, starts only when that child is gone (it
+    ran the student's code). The verdicts, whose references run on the GPU, come after, under a
+    hold of their own that lets the waiting timed phase go first."""
     holds = tmp_path / "holds.log"
     monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
-    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=GpuLock(tmp_path, "0")), device="cuda",
-                              budget=_Budget(60.0), assignment=SimpleNamespace(name="gelu"),
-                              phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
-    log = []
-    with AssignmentGrading.gpu(grading, "timing") as gate:
-        assert gate("cuda") and gate("run")
+    grading = object.__new__(AssignmentGrading)
+    grading.assignment, grading.device = load_assignments(["vector_add"])[0], "cuda"
+    grading.settings = Settings(device="cuda", gpu_lock=GpuLock(tmp_path, "0"))
+    grading.budget, grading.phases = _Budget(60.0), Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
+    grading.job = grading.workdir = grading.view = grading.compiled = None
+    log, others = [], {}
+
+    def child(job, tasks, workdir, view, budget, phases, phase, gate, compiled, spawned):
+        assert phase == "timing" and gate("cuda") and gate("run")
         _, early_in, early_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a correctness waiting")
         assert not early_in.wait(0.3), "a correctness run ran inside the timed phase"
         assert gate("timed")
         assert early_in.wait(5), "a correctness run waiting since the timings did not start once they ended"
-        _, other_in, other_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a timing waiting")
-        assert not other_in.wait(0.3), "another timed phase began while this one judged"
+        others["thread"], others["in"], others["go"] = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a timing")
+        assert not others["in"].wait(0.3), "another timed phase began while this one's child sent its outputs"
         early_go.set()
-        assert not other_in.wait(0.3), "another timed phase began while this one judged, with no one else left"
+        assert not others["in"].wait(0.3), "another timed phase began while this one's child was alive"
         assert gate("timed"), "a second call is harmless"
-    assert other_in.wait(5), "the timed phase let go of nothing when it ended"
-    _, late_in, late_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a later correctness")
-    assert not late_in.wait(0.3), "a correctness run began inside the other timed phase"
-    other_go.set()
-    assert late_in.wait(5)
-    late_go.set()
+        threading.Timer(0.4, others["go"].set).start()
+        return {task.id: TaskResult(Failure("timeout", "stands in for a benchmark's report")) for task in tasks}
+
+    def judge(assignment, part, case, result, device):
+        assert others["in"].is_set(), "the verdicts were made before the waiting timed phase had the GPU"
+        assert "a timing out" in log, "the verdicts' references ran inside another student's timed phase"
+        log.append("judged")
+        return Verdict("timeout", result.outcome.message)
+
+    monkeypatch.setattr(grading_module, "run_tasks", child)
+    monkeypatch.setattr(judging, "judge_bench", judge)
+    parts = grading.assignment.parts
+    verdicts = AssignmentGrading.time_parts(grading, {part.name: [] for part in parts})
+    assert len(verdicts) == sum(len(part.benchmarks) for part in parts) == log.count("judged") > 0
+    assert grading.phases["waiting"] >= 0.3, "the judging does not say it waited"
+    others["thread"].join(5)
     lines = [line.split(" ", 5) for line in holds.read_text().splitlines()]
-    mine = [(how, label) for how, _, _, _, _, label in lines if label.startswith("gelu")]
-    assert mine == [("shared", "gelu timing cuda start"), ("exclusive", "gelu timing"),
-                    ("shared", "gelu timing judging")]  # fmt: skip
-    timed, judged = [line for line in lines if line[5] in ("gelu timing", "gelu timing judging")]
-    assert float(timed[3]) <= float(judged[1]) == float(judged[2]) <= float(judged[3]), "the holds do not follow on"
+    mine = [(how, label) for how, _, _, _, _, label in lines if label.startswith("vector_add")]
+    assert mine == [("shared", "vector_add timing cuda start"), ("exclusive", "vector_add timing"),
+                    ("shared", "vector_add timing sending"), ("shared", "vector_add timing judging")]  # fmt: skip
+    timed, sent = [line for line in lines if line[5] in ("vector_add timing", "vector_add timing sending")]
+    assert float(timed[3]) <= float(sent[1]) == float(sent[2]) <= float(sent[3]), "the holds do not follow on"
 
 
 def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(tmp_path, monkeypatch):

@@ -104,13 +104,15 @@ def grade(folder: Path, out: Path, assignment: str, workers: int, device: str) -
         shutil.rmtree(stale, ignore_errors=True)
     command = [sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), "--assignment", assignment,
                "--device", device, "--workers", str(workers)]  # fmt: skip
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     # Exit status 1 only says that some grading failed inside the grader: the comparison shows it.
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     if subprocess.run(command, cwd=REPO, check=False, env=env).returncode not in (0, 1):
         raise SystemExit(f"the batch did not run: {' '.join(command)}")
     seconds = time.monotonic() - started
-    (out / "wall.json").write_text(json.dumps({"seconds": seconds, "workers": workers}))
+    # The epoch times place the pass beside the GPU lock's hold log (GRADER_GPU_LOCK_LOG), if one was kept.
+    walls = {"seconds": seconds, "workers": workers, "began": began, "ended": time.time()}
+    (out / "wall.json").write_text(json.dumps(walls))
     return seconds
 
 
