@@ -29,7 +29,9 @@ from pathlib import Path
 import grader
 from grader.isolation import graded_files
 
-CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kernel-grader" / "compiled"
+# Absolute: the sandbox binds it by path, and a relative XDG_CACHE_HOME would name another folder
+# (or none) wherever a worker or a child stands.
+CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "kernel-grader" / "compiled"
 
 
 def files_digest(folder: Path) -> str:
