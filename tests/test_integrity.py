@@ -175,7 +175,8 @@ def _event(name: str, id: int, cuda: bool = False):
 
     from torch.autograd import DeviceType
 
-    return SimpleNamespace(name=name, id=id, device_type=DeviceType.CUDA if cuda else DeviceType.CPU, cpu_parent=None)
+    return SimpleNamespace(name=name, id=id, device_type=DeviceType.CUDA if cuda else DeviceType.CPU, cpu_parent=None,
+                           annotation=False)
 
 
 def test_a_second_record_of_one_launch_is_a_graph_replay():
@@ -228,6 +229,27 @@ def test_a_launch_belongs_to_the_op_the_profiler_linked_it_to_whatever_its_time_
     assert [(k.name, k.op) for k in activity.kernels] == [(FILL, "aten::zero_")]
     unlinked = summarize(_session([r[:5] for r in records]))  # no link: the time nesting alone
     assert [(k.name, k.op) for k in unlinked.kernels] == [(FILL, "")]
+
+
+def test_a_kernel_is_tied_to_its_launch_not_to_a_host_record_that_shares_its_id():
+    """A kernel carries the id CUPTI gave the runtime call that launched it; torch numbers its ops,
+    ranges and marks (the "PythonDispatchMode" of a dispatch mode's handler) in a sequence of its
+    own, and the two overlap. Seen on an H200 (torch 2.11, a class of 20 graded side by side): the
+    autotuner's zero_ launched FillFunctor as launch 4020, and a PythonDispatchMode mark numbered
+    4020 came later, inside an allocation: the kernel was tied to that mark, found inside an
+    allocation, and an honest autotuned kernel was forbidden_op. Nor may a student's launch be
+    taken for the harness's because one of the harness's ops shares its id."""
+    from grader.child.activity import summarize
+
+    records = [("aten::zero_", 1, 100, 110, "cpu_op"), ("aten::fill_", 2, 102, 109, "cpu_op"),
+               ("cudaLaunchKernel", 40, 103, 105, "cuda_runtime", 2), (FILL, 40, 200, 300, "kernel"),
+               ("aten::empty", 39, 400, 500, "cpu_op"), ("PythonDispatchMode", 40, 401, 499, "cpu_op"),
+               ("grader::harness:00", 3, 600, 700, "user_annotation"), ("aten::empty", 41, 610, 620, "cpu_op"),
+               ("cuLaunchKernelEx", 41, 800, 810, "cuda_driver"), ("gemm", 41, 900, 1000, "kernel")]  # fmt: skip
+    activity = summarize(_session(records))
+    assert {k.name: (k.op, k.unlaunched) for k in activity.kernels} == {FILL: ("aten::zero_", False),
+                                                                         "gemm": ("", False)}  # fmt: skip
+    assert integrity.foreign_kernels(activity, set()) == ["gemm"]
 
 
 def test_a_range_named_like_an_op_is_no_op():

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 import gc
+import re
 import secrets
 
 import torch
@@ -44,6 +45,12 @@ from grader import ops
 from grader.messages import Activity, KernelCount, OpCount
 
 NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
+# A call of CUDA's runtime or driver API as the profiler names it (cudaLaunchKernel, cuLaunchKernelEx):
+# its correlation id is CUPTI's, which its kernels carry. Every other host record (an op, a range,
+# torch's own marks such as "PythonDispatchMode") numbers its ids in torch's own sequence, and the
+# two sequences overlap: an id names a launch only on a runtime call. (torch 2.11's records do not
+# say which kind they are; an op's name, a custom one's included, holds "::".)
+RUNTIME_CALL = re.compile(r"cu(da)?[A-Z]\w*")
 # Ops whose own kernels launch nothing on the GPU: a kernel tied to one of them was launched by
 # other code that ran inside it (see _covers), and answers for itself.
 LAUNCH_NOTHING = ("allocation", "view", "metadata")
@@ -217,6 +224,12 @@ def _during(event, windows) -> bool:
     return thread is not None and event.thread != thread and any(a <= start <= b for a, b in spans)
 
 
+def _is_runtime_call(event) -> bool:
+    """A host record of a call into CUDA (RUNTIME_CALL), whose id its kernels carry; a range
+    (`record_function`) may bear such a name too, and is none."""
+    return event.device_type == DeviceType.CPU and not event.annotation and RUNTIME_CALL.fullmatch(event.name) is not None
+
+
 def _judged(event) -> bool:
     return event.name.startswith("aten::") and not event.annotation and not ops.delegates(event.name)
 
@@ -289,7 +302,7 @@ def summarize(session: Session, excluded: Counter | None = None, where: dict[str
             ops[event.name] += 1
             threads.setdefault(event.name, set()).add(event.thread)
             lines[event.name] = lines.get(event.name) or _where(event, where or {})
-        if not event.name.startswith("aten::"):  # a runtime call: remember who launched through it
+        if _is_runtime_call(event):  # remember who launched through it
             launchers[event.id] = (top.name if top is not None else "", event.name, _inner_category(event))
     for name, count in (excluded or Counter()).items():
         ops[name] -= min(count, ops[name])
@@ -303,7 +316,7 @@ def summarize(session: Session, excluded: Counter | None = None, where: dict[str
 def _kernels(events, launchers: dict[int, tuple[str, str, str]], harness: str) -> list[KernelCount]:
     """The GPU's kernels with the student op that launched each ("" for none: Triton, a .cu, a
     library); the harness's own launches (inside its ranges) are left out."""
-    harness_ids = {e.id for e in events if e.device_type == DeviceType.CPU and _in_harness(e, harness)}
+    harness_ids = {e.id for e in events if _is_runtime_call(e) and _in_harness(e, harness)}
     counts: Counter = Counter()
     ran: set[int] = set()  # correlation ids that a kernel record already carried
     for event in events:
