@@ -269,9 +269,12 @@ class AssignmentGrading:
         sends the outputs it kept and ends: other students' correctness runs go on beside it, but
         no other timed phase starts while a process that ran this student's code is alive. The
         verdicts, whose checks of the kept outputs run float64 references on the GPU, come after,
-        under a hold of their own, as a correctness phase's judging does (`judging`): the next
-        student's timed phase goes first (on an H200, judging inside the timed phase's hold had
-        kept the GPU from the next one for about 2 s in each of 11 timed phases of a class of 20)."""
+        under a shared hold of their own (`judging`) that lets the timed phase already waiting go
+        first, and then runs beside that phase's own sending. On an H200 (a class of 20, eight
+        workers), judging inside the timed phase's hold had kept the GPU from the next one for
+        about 0.7 s of each timed phase; a judging that let every queued timed phase go first, as
+        a correctness phase's does, kept its worker from its next student for up to 15 s, and the
+        students then came back in waves that left the GPU idle."""
         if self.device != "cuda":
             return {}
         ready = [p for p in self.assignment.parts if p.benchmarks and all(v.ok for v in verdicts[p.name])]
@@ -283,22 +286,23 @@ class AssignmentGrading:
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
-        with self.judging("timing judging"):
+        with self.judging("timing judging", defer=False):
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
                                                         self.device), results[task.id])
                     for task in tasks}  # fmt: skip
 
     @contextmanager
-    def judging(self, label: str = "judging"):
+    def judging(self, label: str = "judging", defer: bool = True):
         """Judging here, in the parent, runs the float64 references on the GPU: on a GPU shared with
         other workers it holds the lock shared, as a correctness phase does, so no reference runs
-        inside another student's timed phase, and it lets every timed phase that waits go first."""
+        inside another student's timed phase; it lets every timed phase that waits go first where
+        it `defer`s, else only the one that holds the GPU or waits at its turnstile (gpu_lock)."""
         lock = _gpu_lock(self)
         if lock is None:
             yield
             return
-        with lock.shared(f"{self.assignment.name} {label}") as waited:
+        with lock.shared(f"{self.assignment.name} {label}", defer=defer) as waited:
             self.phases.add("waiting", waited)
             yield
 
