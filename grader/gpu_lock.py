@@ -23,12 +23,12 @@ one machine (a local cluster, or several Dask workers per node of a Slurm cluste
 the same folder with GRADER_GPU_LOCKS) agree through the kernel, and a worker that dies releases
 what it held. The GPU is named by CUDA_VISIBLE_DEVICES, as each worker sees it.
 
-What it does not cover: a correctness child autotunes (the autotuner times its candidates), and
-those timings run beside other correctness children; the timing child then reuses the picks
-(TRITON_CACHE_AUTOTUNING), so a pick made under load can differ from one made alone. In a class
-of 20 on one H100 with four workers (tools/batch_parity.py, 2026-11-24), an autotuned vector
-addition's ratios moved by at most 0.74% against a grading alone; a kernel whose configs differ
-more than a vector addition's could move further.
+An autotuner times its candidates too: a correctness child's picks are timed beside other
+students' work, so a timed phase on a shared GPU does not reuse them (TRITON_CACHE_AUTOTUNING is
+left unset for its child: isolation.child_environment's `retune`), and tunes afresh, alone, in its
+warm-up calls. Reusing them, an autotuned vector addition's bfloat16 ratio fell from 1.00 to 0.71
+in a class of 20 with eight workers on an H200 (tools/batch_parity.py, 2026-11-26; with four on
+an H100, 2026-11-24, it had moved by at most 0.74%).
 """
 
 from __future__ import annotations

@@ -126,13 +126,16 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
     `spawned`, a child started ahead, takes the first job (a later child starts afresh; one that
     got no job is the caller's to discard)."""
     phases = Phases() if phases is None else phases
+    # A timed phase on a GPU shared with other workers (it has a gate) tunes afresh: the picks of its
+    # correctness runs were timed beside other students' work (gpu_lock.py).
+    retune = phase == "timing" and gate is not None
     results: dict[str, TaskResult] = {}
     pending = list(tasks)
     for _ in range(MAX_CHILDREN):
         if not pending or budget.left() <= 0:
             break
         run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate, compiled,
-                                  spawned)  # fmt: skip
+                                  spawned, retune)  # fmt: skip
         spawned = None
         phases.add_child(phase, run)
         found = _collect(run)
@@ -228,7 +231,8 @@ class AssignmentGrading:
         if self.device != "cuda" or not benched:
             return None
         preload = "compile" if any(part.shown and part.shown.compiled for part in benched) else "torch"
-        return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, preload)
+        shared = _gpu_lock(self) is not None
+        return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, retune=shared)
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None) -> list[TestResult]:
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]

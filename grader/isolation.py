@@ -254,9 +254,11 @@ def copy_submission(source: Path, destination: Path) -> None:
         shutil.copyfile(path, target)
 
 
-def child_environment(device: str, scratch: Path, compiled: Path | None = None) -> dict[str, str]:
+def child_environment(device: str, scratch: Path, compiled: Path | None = None,
+                      retune: bool = False) -> dict[str, str]:  # fmt: skip
     """`scratch` is the child's own writable folder: its private /tmp in the sandbox. `compiled`
-    is the compilers' cache, shared by the children of one grading (compile_cache.py)."""
+    is the compilers' cache, shared by the children of one grading (compile_cache.py); with
+    `retune`, the autotuner neither reads nor keeps its picks there, and times its configs afresh."""
     # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
@@ -269,8 +271,10 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None) 
     # torch.compile of a shown baseline (spec.Shown) compiles in the child itself, not in a pool of
     # worker processes that would count against the child's process limit.
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    if compiled is not None:
+    if compiled is not None and not retune:
         env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a timing child reuses them
+    else:
+        env.pop("TRITON_CACHE_AUTOTUNING", None)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -380,10 +384,10 @@ class Spawned:
 
 
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
-          preload: str = "") -> Spawned:  # fmt: skip
+          preload: str = "", retune: bool = False) -> Spawned:  # fmt: skip
     """Start a child for a job of `job`'s assignment and submission, which will wait for its job
     (its tasks come later); with `preload` ("torch", or "compile" for torch.compile's modules too)
-    it imports those first, before it reads the job."""
+    it imports those first, before it reads the job. `retune`: see child_environment."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
@@ -397,11 +401,11 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     if view is not None:
         view.scratch_bytes = scratch
         argv = sandbox.command(inner, view, seccomp, compiled)
-        env = child_environment(job.device, Path("/tmp"), compiled)
+        env = child_environment(job.device, Path("/tmp"), compiled, retune)
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
         own.mkdir(mode=0o700)
-        argv, env = inner, child_environment(job.device, own, compiled)
+        argv, env = inner, child_environment(job.device, own, compiled, retune)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
@@ -423,7 +427,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
               gate: Callable[[str], object] | None = None, compiled: Path | None = None,
-              spawned: Spawned | None = None) -> ChildRun:  # fmt: skip
+              spawned: Spawned | None = None, retune: bool = False) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
     With a `gate`, the child waits until `gate(stage)` returns: once torch is imported, before
     it starts CUDA (stage "cuda"), once its harness is up, before any student code ("run"), and
@@ -432,10 +436,11 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). Once the
     last task's Done is in, the gate is told so without a wait ("timed": what the child sends
     after it, the outputs it kept for later, is no timing). `compiled`
-    is the grading's compilers' cache (compile_cache.py; by default one in `workdir`). `spawned`, a child started ahead (`spawn`,
+    is the grading's compilers' cache (compile_cache.py; by default one in `workdir`; `retune`: see
+    child_environment). `spawned`, a child started ahead (`spawn`,
     with a gate where `gate` is given), gets this job; without it a child starts now. The time
     limit counts from the job's sending: what a child did before it had its job was no student's."""
-    child = spawned or spawn(job, workdir, view, gate is not None, compiled)
+    child = spawned or spawn(job, workdir, view, gate is not None, compiled, retune=retune)
     child.taken = True
     job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd
     job.gpu_memory_gib = child.gpu_memory_gib

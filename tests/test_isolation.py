@@ -314,6 +314,30 @@ def test_a_gradings_children_share_one_triton_cache_and_no_other_grading_sees_it
     assert (first / "compiled").stat().st_mode & 0o777 == 0o700
 
 
+def test_a_timed_phase_on_a_shared_gpu_tunes_afresh(tmp_path, monkeypatch):
+    """The autotuner's picks of a correctness run were timed beside other students' work: a timed
+    phase on a GPU shared with other workers (one with a gate) neither reads nor keeps them; alone
+    on its GPU, or checking correctness, a child reuses them."""
+    from grader import grading
+
+    monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "1")  # a TA's own setting does not reach a retuning child
+    env = isolation.child_environment("cuda", Path("/tmp"), isolation.compiled_cache(tmp_path), retune=True)
+    assert "TRITON_CACHE_AUTOTUNING" not in env and env["TRITON_CACHE_DIR"] == str(tmp_path / "compiled")
+    seen = []
+
+    def child(job, workdir, view, timeout_s, gate=None, compiled=None, spawned=None, retune=False):
+        seen.append(retune)
+        raise RuntimeError("enough")
+
+    monkeypatch.setattr(isolation, "run_child", child)
+    task = Task("add:bench:0", "add", "bench", 0, 1, 1, 1 << 20)
+    for phase, gate in (("timing", lambda stage: True), ("timing", None), ("correctness", lambda stage: True)):
+        with pytest.raises(RuntimeError):
+            grading.run_tasks(Job("", "", "cuda", 0, "", []), [task], tmp_path, None, grading._Budget(60), phase=phase,
+                              gate=gate)  # fmt: skip
+    assert seen == [True, False, False]
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_torchs_compiler_cache_is_the_same_private_folder_on_both_tiers(device, tmp_path):
     """Importing torch._dynamo makes this folder, and a child imports it only with a torch that
