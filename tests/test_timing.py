@@ -82,3 +82,24 @@ def test_the_parent_reads_disturbance_from_the_samples_not_from_the_child():
     """A child that says it retook nothing cannot hide a disturbed GPU from the parent."""
     report = BenchReport(Timings([0.1] * REPS, [0.0] * REPS), Timings(DISTURBED, [0.0] * REPS), Activity())
     assert speed_metrics(report, {"bytes": 1, "flops": 1})["reference_disturbed"] == 6
+
+
+def test_the_timed_call_check_compares_where_torch_is_finite_and_by_the_norm():
+    """timing.agrees, the check after every timed call: a NaN where torch's output is finite fails;
+    one where torch's is NaN too is not compared; the norm-wise difference passes up to
+    CHECK_SLACK times the tolerance's norm, and fails just above it."""
+    tolerance = Tolerance(rtol=1e-3, atol=1e-5, norm=1e-3)
+    theirs = torch.ones(1000)
+    assert timing.agrees(theirs.clone(), theirs, tolerance) == (True, "")
+    mine = theirs.clone()
+    mine[7] = float("nan")
+    ok, detail = timing.agrees(mine, theirs, tolerance)
+    assert not ok and detail.startswith("NaN or Inf where torch's output")
+    both = theirs.clone()
+    both[7] = float("nan")
+    assert timing.agrees(mine, both, tolerance)[0]
+    allowed = timing.CHECK_SLACK * tolerance.norm  # relative to the norm of torch's output, sqrt(1000)
+    assert timing.agrees(theirs + 0.99 * allowed, theirs, tolerance)[0]
+    ok, detail = timing.agrees(theirs + 1.01 * allowed, theirs, tolerance)
+    assert not ok and detail.startswith("relative difference 0.00404 ")
+    assert timing.agrees(theirs[:10], theirs, tolerance) == (False, "the output is not a tensor of the reference's shape")

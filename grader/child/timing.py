@@ -136,14 +136,22 @@ def agrees(out: object, expected: object, tolerance: Tolerance) -> tuple[bool, s
     mine, theirs = _comparable(out), _comparable(expected)
     if mine is None or theirs is None or mine.shape != theirs.shape:
         return False, "the output is not a tensor of the reference's shape"
-    mine, theirs = mine.double(), theirs.double()
-    if not bool(torch.isfinite(mine[torch.isfinite(theirs)]).all()):
+    # Where torch's output is finite the student's must be; elsewhere nothing is compared. Masks,
+    # not copies taken through a mask, and one wait for the GPU at the end: the check follows every
+    # timed call, inside the phase that holds the GPU alone. Written with masked copies and three
+    # waits, it took 1.21 s of the 1.53 s that 40 repetitions of a float32 16384 x 16384 softmax
+    # took on an H200; so, 0.41 s of 0.71 s (2026-11-26).
+    unmatched = torch.isfinite(theirs).logical_not_()
+    lost = torch.isfinite(mine).logical_or_(unmatched).logical_not_().any()
+    scale = theirs.double().masked_fill_(unmatched, 0.0)
+    difference = torch.linalg.vector_norm(mine.double().sub_(scale).masked_fill_(unmatched, 0.0))
+    lost, difference, scale = torch.stack([lost.double(), difference, torch.linalg.vector_norm(scale)]).tolist()
+    if lost:
         return False, "NaN or Inf where torch's output on the same inputs is finite"
-    finite = torch.isfinite(theirs)
-    difference = torch.linalg.vector_norm((mine - theirs)[finite]) / max(torch.linalg.vector_norm(theirs[finite]).item(), 1e-30)
+    difference /= max(scale, 1e-30)
     allowed = CHECK_SLACK * tolerance.norm
     if difference > allowed:
-        return False, f"relative difference {difference.item():.3g} from torch's output on the same inputs (at most {allowed:.3g})"
+        return False, f"relative difference {difference:.3g} from torch's output on the same inputs (at most {allowed:.3g})"
     return True, ""
 
 
