@@ -215,12 +215,26 @@ class AssignmentGrading:
         builds = {part.name: self.build(part) for part in self.assignment.parts if part.is_cuda}
         self.phases.add("build", sum(build.seconds for build in builds.values()))
         self.job.libraries = self.private_libraries(builds)
-        timer = self.spawn_timer()  # after the builds: its sandbox binds the libraries they made
+        # After the builds: a child's sandbox binds the libraries they made.
+        timer, first = self.spawn_timer(), self.spawn_correctness(builds)
         try:
-            return self.graded(builds, timer)
+            return self.graded(builds, timer, first)
         finally:
-            if timer is not None:
-                timer.discard()  # where nothing was timed, or the grading broke off
+            for child in (timer, first):
+                if child is not None:
+                    child.discard()  # where it got no job, or the grading broke off
+
+    def spawn_correctness(self, builds: dict[str, cuda_build.Build]) -> isolation.Spawned | None:
+        """The correctness cases' child, started before their tasks are built, where some part will
+        have cases to run: it imports torch and Triton while this process works out each case's
+        output size, whose first use imports torch's compiler modules here (about 1.2 s on the
+        2-core machine; 4.7 s on an H200 machine whose eight workers all began at once, which had
+        held each first student's cases back by that much)."""
+        runs = [part for part in self.assignment.parts if not self.unbuilt(part, builds)
+                and (part.is_cuda or ((self.cwd / part.file).is_file() and any(c.runs_on(self.device) for c in part.cases)))]  # fmt: skip
+        if not runs:
+            return None
+        return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, "torch")
 
     def spawn_timer(self) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
@@ -234,7 +248,8 @@ class AssignmentGrading:
         shared = _gpu_lock(self) is not None
         return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, retune=shared)
 
-    def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None) -> list[TestResult]:
+    def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
+               first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
@@ -243,7 +258,7 @@ class AssignmentGrading:
                    for part in self.assignment.parts if not part.is_cuda and not (self.cwd / part.file).is_file()}  # fmt: skip
         with self.gpu("correctness") as gate:
             results = run_tasks(self.job, [t for t in tasks if t.part not in missing], self.workdir, self.view,
-                                self.budget, self.phases, "correctness", gate, self.compiled)  # fmt: skip
+                                self.budget, self.phases, "correctness", gate, self.compiled, first)  # fmt: skip
             again = [t for t in tasks if t.id in results and _launch_lost(results[t.id])]
             if again:  # once, in a fresh child: a kernel no launch can be tied to is judged only if it comes back
                 results.update(run_tasks(self.job, again, self.workdir, self.view, self.budget, self.phases,

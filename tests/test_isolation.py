@@ -422,3 +422,55 @@ def test_without_a_sandbox_a_child_runs_in_its_submission_folder(tmp_path):
     for run in runs:
         assert run.finished, run.stderr
         assert run.stdout.split("cwd:")[1].split()[0] == grading.job.submission_dir
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_the_correctness_child_starts_before_its_cases_are_sized(tmp_path, monkeypatch, present):
+    """Sizing each case's output (cases.output_bytes) imports torch's compiler modules in the
+    grading process the first time, seconds on a loaded machine: the correctness child is started
+    first and imports torch meanwhile, and the first run of cases goes to it. A submission without
+    the part's file starts no child at all."""
+    from grader import cases
+
+    events = []
+    real_spawn, real_run_child, real_size = isolation.spawn, isolation.run_child, cases.output_bytes
+
+    def spawn(*args, **kwargs):
+        events.append("spawn")
+        return real_spawn(*args, **kwargs)
+
+    def run_child(*args, **kwargs):
+        events.append("run ahead" if args[7] is not None else "run fresh")
+        return real_run_child(*args, **kwargs)
+
+    def size(*args, **kwargs):
+        events.append("size")
+        return real_size(*args, **kwargs)
+
+    monkeypatch.setattr(isolation, "spawn", spawn)
+    monkeypatch.setattr(isolation, "run_child", run_child)
+    monkeypatch.setattr(cases, "output_bytes", size)
+    submission = tmp_path / "student"
+    shutil.copytree(REPO_ROOT / "solutions" / "vector_add", submission / "vector_add")
+    if not present:
+        (submission / "vector_add" / "vector_add.py").unlink()
+    tests = AssignmentGrading(load_assignment(REPO_ROOT / "assignments" / "vector_add"), submission,
+                              Settings(device="cpu")).run()  # fmt: skip
+    if present:
+        assert events[0] == "spawn" and events.index("spawn") < events.index("size") < events.index("run ahead")
+        assert "run fresh" not in events and all(t.score == t.max_score for t in tests if t.kind == "correctness")
+    else:
+        assert "spawn" not in events and not any(e.startswith("run") for e in events)
+        assert {t.reason for t in tests if t.kind == "correctness"} == {"missing_file"}
+
+
+@pytest.mark.parametrize("interpret", ["0", "1"])
+def test_a_child_preloading_torch_takes_tritons_cache_key_before_any_student_code(interpret):
+    """Triton hashes its own 415 MB library into the key of a process's first compile (0.35 s of
+    a timed phase on an H200): a child started ahead takes that key while it waits for its job,
+    where Triton compiles for the GPU; under the interpreter (the CPU tier) it is not needed."""
+    code = ("from grader.child import main; main._preload('torch')\n"
+            "from triton.runtime.cache import triton_key; print(triton_key.cache_info().currsize)")
+    env = {**os.environ, "TRITON_INTERPRET": interpret}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == (["1"] if interpret == "0" else ["0"])
