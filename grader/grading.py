@@ -30,6 +30,9 @@ from grader.spec import Assignment, Case, Part
 LOAD_REASONS = reasons.LOAD
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
 MAX_YIELDS = 2  # times a correctness phase ends its child so that another student's timed phase goes first
+# A correctness phase lets a waiting timed phase go first only once it has held the GPU this long
+# (AssignmentGrading.gpu): a shorter one finishes its cases, and its student is next in line to time.
+YIELD_AFTER_S = 5.0
 
 
 @dataclass
@@ -305,23 +308,27 @@ class AssignmentGrading:
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
-        with self.judging("timing judging", defer=False):
+        with self.judging("timing judging"):
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
                                                         self.device), results[task.id])
                     for task in tasks}  # fmt: skip
 
     @contextmanager
-    def judging(self, label: str = "judging", defer: bool = True):
+    def judging(self, label: str = "judging"):
         """Judging here, in the parent, runs the float64 references on the GPU: on a GPU shared with
         other workers it holds the lock shared, as a correctness phase does, so no reference runs
-        inside another student's timed phase; it lets every timed phase that waits go first where
-        it `defer`s, else only the one that holds the GPU or waits at its turnstile (gpu_lock)."""
+        inside another student's timed phase. It lets the timed phase that holds the GPU or waits
+        at its turnstile go first, not every one in the queue (gpu_lock: it does not `defer`): a
+        correctness phase's judging, under a second, then runs beside a timed phase's sending, and
+        its student joins the queue to time at once. Letting the whole queue go first, a
+        student whose cases ended while others queued to time joined that queue only once it was
+        empty: the students then came in waves, with no one ready to time in between."""
         lock = _gpu_lock(self)
         if lock is None:
             yield
             return
-        with lock.shared(f"{self.assignment.name} {label}", defer=defer) as waited:
+        with lock.shared(f"{self.assignment.name} {label}", defer=False) as waited:
             self.phases.add("waiting", waited)
             yield
 
@@ -335,12 +342,16 @@ class AssignmentGrading:
         any student code runs: shared while correctness runs, alone while timing. The hold is kept
         until the phase ends (a second child of the phase passes at once), except that between
         two correctness cases (stage "next") a correctness phase lets a timed phase that waits go
-        first (up to MAX_YIELDS times): its child is ended there, the hold let go once the child
-        is gone ("ended"), and the next child takes the GPU again after that phase. Ended, not
-        paused: a child that only waited at its gate could be made to run on (its code can reach
-        the gate), inside the other student's timed phase. On an H100 one assignment's 17.7 s of
-        cases had held the first timed phase back by 14.5 s. Waiting costs this grading none of
-        its time limit."""
+        first (up to MAX_YIELDS times), once it has held the GPU for YIELD_AFTER_S: its child is
+        ended there, the hold let go once the child is gone ("ended"), and the next child takes
+        the GPU again after that phase. Ended, not paused: a child that only waited at its gate
+        could be made to run on (its code can reach the gate), inside the other student's timed
+        phase. On an H100 one assignment's 17.7 s of cases had held the first timed phase back by
+        14.5 s. A run of cases that began shortly before goes on to its end: on an H200 (a class
+        of 20, eight workers) a timed phase that took the GPU had ended four students' runs 2.2 to
+        3.1 s after they began, each then took 3.4 to 3.8 s again in a fresh child, and no
+        student was ready to time for the next 6 s. Waiting costs this grading none of its time
+        limit."""
         lock = _gpu_lock(self)
         if lock is None:
             yield None
@@ -349,6 +360,7 @@ class AssignmentGrading:
             starting = hold.enter_context(ExitStack())  # a timing child's shared hold while it starts CUDA
             held = [hold.enter_context(ExitStack())]  # the phase's own hold
             taken, yields, timed = [], [], []
+            since = [time.monotonic()]  # when the phase's hold was taken, the last time
 
             def take(exclusive: bool, stage: str = "") -> ExitStack:
                 label = f"{self.assignment.name} {phase}{stage}"
@@ -364,7 +376,8 @@ class AssignmentGrading:
 
             def gate(stage: str) -> bool:
                 if stage == "next":  # False: end the child here, a timed phase waits
-                    if phase == "timing" or len(yields) >= MAX_YIELDS or not lock.timing_waits():
+                    if (phase == "timing" or len(yields) >= MAX_YIELDS or time.monotonic() - since[0] < YIELD_AFTER_S
+                            or not lock.timing_waits()):  # fmt: skip
                         return True
                     yields.append(stage)
                     return False
@@ -381,6 +394,7 @@ class AssignmentGrading:
                 if phase != "timing":
                     held[0] = take(exclusive=False, stage=" again, after a timed phase" if yields else "")
                     taken.append(phase)
+                    since[0] = time.monotonic()
                 elif stage == "cuda":
                     starting.enter_context(take(exclusive=False, stage=" cuda start"))
                 else:

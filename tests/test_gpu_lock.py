@@ -273,6 +273,25 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
         assert "waiting" not in cpu.phases, "the CPU tier judges on the CPU: nothing to wait for"
 
 
+def test_judging_lets_only_the_timed_phase_at_the_turnstile_go_first(tmp_path, monkeypatch):
+    """A judging does not wait for every timed phase in the queue (it does not `defer`), so its
+    student joins that queue as soon as the cases are judged: correctness and timing judging alike."""
+    lock, asked = GpuLock(tmp_path, "0"), []
+    real = GpuLock.shared
+
+    def shared(self, label="", defer=True):
+        asked.append((label, defer))
+        return real(self, label, defer)
+
+    monkeypatch.setattr(GpuLock, "shared", shared)
+    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", phases=Phases(),
+                              assignment=SimpleNamespace(name="softmax"))  # fmt: skip
+    for label in ("judging", "timing judging"):
+        with AssignmentGrading.judging(grading, label):
+            pass
+    assert asked == [("softmax judging", False), ("softmax timing judging", False)]
+
+
 def test_a_timed_phase_sends_with_the_gpu_shared_and_judges_after_the_next_timed_phase(tmp_path, monkeypatch):
     """Once a timed phase's timings are over (gate stage "timed"), its child sends what it kept
     with the GPU held shared: other students' correctness runs come back onto it, but another
@@ -328,8 +347,10 @@ def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(t
     False where a timed phase waits (its child is to end there), lets go of the GPU once told the
     child is gone ("ended"), and its next child takes it again after the timed phase; with none
     waiting the phase keeps the GPU, and it lets others go first MAX_YIELDS times at most."""
+    from grader import grading as grading_module
     from grader.grading import MAX_YIELDS
 
+    monkeypatch.setattr(grading_module, "YIELD_AFTER_S", 0.0)  # any run of cases yields (the next test: not so)
     holds = tmp_path / "holds.log"
     monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
     lock = GpuLock(tmp_path, "0")
@@ -369,6 +390,32 @@ def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(t
     assert labels.count("matmul correctness") == 1
     assert labels.count("matmul correctness again, after a timed phase") == MAX_YIELDS
     assert grading.phases["waiting"] >= 0.4
+
+
+def test_a_correctness_phase_that_began_shortly_before_finishes_its_cases_first(tmp_path, monkeypatch):
+    """A run of cases that has held the GPU for less than YIELD_AFTER_S goes on past a waiting
+    timed phase to its next case (its student is then next in line to time), and lets it go first
+    at the first case after that."""
+    from grader import grading as grading_module
+
+    monkeypatch.setattr(grading_module, "YIELD_AFTER_S", 0.6)
+    lock = GpuLock(tmp_path, "0")
+    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
+                              assignment=SimpleNamespace(name="matmul"),
+                              phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
+    log = []
+    with AssignmentGrading.gpu(grading, "correctness") as gate:
+        assert gate("cuda") and gate("run")
+        began = time.monotonic()
+        timing, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "other student's timing")
+        assert not timing_in.wait(0.2)
+        assert lock.timing_waits() and gate("next") is True, "a run of cases that had just begun was ended"
+        time.sleep(max(0.0, 0.65 - (time.monotonic() - began)))
+        assert gate("next") is False, "a run of cases held the GPU past YIELD_AFTER_S while a timed phase waited"
+        gate("ended")
+        assert timing_in.wait(5)
+        timing_go.set()
+    timing.join(5)
 
 
 def _gated_grading(repo):
