@@ -108,14 +108,19 @@ def test_each_gpu_has_its_own_lock(tmp_path):
     other_go.set()
 
 
+def _grading_on(lock: GpuLock, name: str) -> SimpleNamespace:
+    """What AssignmentGrading.gpu reads of a grading of assignment `name` on a GPU shared through `lock`."""
+    return SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
+                           assignment=SimpleNamespace(name=name),
+                           phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
+
+
 @pytest.mark.parametrize("phase", ["correctness", "timing"])
 def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_path, phase, monkeypatch):
     lock = GpuLock(tmp_path, "0")
     holds = tmp_path / "holds.log"
     monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
-    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
-                              assignment=SimpleNamespace(name="softmax"),
-                              phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
+    grading = _grading_on(lock, "softmax")
     log = []
     blocker, blocker_in, blocker_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "other student's timing")
     assert blocker_in.wait(5)
@@ -354,9 +359,7 @@ def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(t
     holds = tmp_path / "holds.log"
     monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(holds))
     lock = GpuLock(tmp_path, "0")
-    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
-                              assignment=SimpleNamespace(name="matmul"),
-                              phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
+    grading = _grading_on(lock, "matmul")
     log = []
     with AssignmentGrading.gpu(grading, "correctness") as gate:
         assert gate("cuda") and gate("run")
@@ -400,9 +403,7 @@ def test_a_correctness_phase_that_began_shortly_before_finishes_its_cases_first(
 
     monkeypatch.setattr(grading_module, "YIELD_AFTER_S", 0.6)
     lock = GpuLock(tmp_path, "0")
-    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
-                              assignment=SimpleNamespace(name="matmul"),
-                              phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
+    grading = _grading_on(lock, "matmul")
     log = []
     with AssignmentGrading.gpu(grading, "correctness") as gate:
         assert gate("cuda") and gate("run")
