@@ -348,9 +348,9 @@ class AssignmentGrading:
         could be made to run on (its code can reach the gate), inside the other student's timed
         phase. On an H100 one assignment's 17.7 s of cases had held the first timed phase back by
         14.5 s. A run of cases that began shortly before goes on to its end: on an H200 (a class
-        of 20, eight workers) a timed phase that took the GPU had ended four students' runs 2.2 to
-        3.1 s after they began, each then took 3.4 to 3.8 s again in a fresh child, and no
-        student was ready to time for the next 6 s. Waiting costs this grading none of its time
+        of 20, eight workers) a timed phase that took the GPU had ended four students' runs 1.9 to
+        2.2 s after they began, each then took 3.4 to 3.8 s again in a fresh child, and the GPU
+        then went 5.4 s without a timed phase. Waiting costs this grading none of its time
         limit."""
         lock = _gpu_lock(self)
         if lock is None:
