@@ -233,9 +233,12 @@ class AssignmentGrading:
         output size, whose first use imports torch's compiler modules here (about 1.2 s on the
         2-core machine; 4.7 s on an H200 machine whose eight workers all began at once, which had
         held each first student's cases back by that much)."""
-        runs = [part for part in self.assignment.parts if not self.unbuilt(part, builds)
-                and (part.is_cuda or ((self.cwd / part.file).is_file() and any(c.runs_on(self.device) for c in part.cases)))]  # fmt: skip
-        if not runs:
+        def has_cases(part: Part) -> bool:
+            if part.is_cuda:
+                return not self.unbuilt(part, builds)  # a probe on the CPU tier, its cases on the GPU
+            return (self.cwd / part.file).is_file() and any(case.runs_on(self.device) for case in part.cases)
+
+        if not any(has_cases(part) for part in self.assignment.parts):
             return None
         return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, "torch")
 

@@ -24,8 +24,8 @@ from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
-from grader.messages import (Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job, KernelLoads,
-                             Observation, Output, ProbeReport, Returned, SENT_CHUNK, Start, TargetReport, Task)  # fmt: skip
+from grader.messages import (SENT_CHUNK, Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
+                             KernelLoads, Observation, Output, ProbeReport, Returned, Start, TargetReport, Task)  # fmt: skip
 from grader.spec import Assignment, Part, load_assignment
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
@@ -179,7 +179,8 @@ class Worker:
             header.sent = False
             self.send(header)
         elif out.device.type == "cuda" and out.numel():
-            self.send(header, self.pieces(out.detach().contiguous().reshape(-1).view(torch.uint8)), out.numel() * out.element_size())
+            flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+            self.send(header, self.pieces(flat), flat.numel())
         else:
             host = out.detach().to("cpu", copy=True).contiguous()
             self.send(header, host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b"")
