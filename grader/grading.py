@@ -236,7 +236,7 @@ class AssignmentGrading:
         def has_cases(part: Part) -> bool:
             if part.is_cuda:
                 return not self.unbuilt(part, builds)  # a probe on the CPU tier, its cases on the GPU
-            return (self.cwd / part.file).is_file() and any(case.runs_on(self.device) for case in part.cases)
+            return not self.lacks_file(part) and any(case.runs_on(self.device) for case in part.cases)
 
         if not any(has_cases(part) for part in self.assignment.parts):
             return None
@@ -261,7 +261,7 @@ class AssignmentGrading:
         # A part whose file is not in the submission is missing_file without a child of its own
         # (a child would say the same after a second of importing torch).
         missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file))
-                   for part in self.assignment.parts if not part.is_cuda and not (self.cwd / part.file).is_file()}  # fmt: skip
+                   for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         with self.gpu("correctness") as gate:
             results = run_tasks(self.job, [t for t in tasks if t.part not in missing], self.workdir, self.view,
                                 self.budget, self.phases, "correctness", gate, self.compiled, first)  # fmt: skip
@@ -423,6 +423,10 @@ class AssignmentGrading:
                 shutil.copyfile(build.library, copy)
                 copies[name] = str(copy)
         return copies
+
+    def lacks_file(self, part: Part) -> bool:
+        """A Python part whose file the submission does not have (a CUDA C part says so at its build)."""
+        return not part.is_cuda and not (self.cwd / part.file).is_file()
 
     @staticmethod
     def unbuilt(part: Part, builds: dict[str, cuda_build.Build]) -> bool:
