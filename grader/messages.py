@@ -6,8 +6,9 @@ or command-line argument holds it. Child to parent: signed frames on a pipe (`Fr
 
     4 bytes: header length | 8 bytes: payload length | header (JSON) | payload | 32 bytes: HMAC-SHA256
 
-where the HMAC covers a sequence number, both lengths, the header and the payload, under a key that
-only the parent and the child's harness know (it arrives inside the Job). Student code shares the
+where the HMAC covers a sequence number, both lengths, the header and the payload (the SHA-256 of
+each 4 MB of it in turn, which both ends hash on several threads at once), under a key that only
+the parent and the child's harness know (it arrives inside the Job). Student code shares the
 child's process, so it can find the pipe; a frame it writes without the key fails the check and
 the parent calls that `tampering`. The payload carries an output tensor's bytes, streamed straight
 into a file the parent owns, never a path the child names.
@@ -40,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from _hashlib import hmac_new as _hmac_new
+from _hashlib import openssl_sha256 as _sha256
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, BinaryIO, Iterable
 
@@ -49,8 +51,10 @@ from grader.text import printable
 PREFIX = struct.Struct(">IQ")  # header length, payload length
 MAC_BYTES = 32
 MAX_HEADER_BYTES = 1 << 20
-PAYLOAD_CHUNK = 1 << 22
+PAYLOAD_CHUNK = 1 << 22  # a payload's unit of hashing (its SHA-256 goes into the frame's HMAC), and the parent's reads
 SENT_CHUNK = 1 << 24  # the child's pieces of a payload
+DIGEST_THREADS = 4  # the parent's threads hashing a payload's units
+READ_AHEAD = 8  # units the parent reads before the oldest is hashed and written
 MAX_TEXT = 64 * 1024  # characters of one string from the child
 MAX_ITEMS = 20_000  # entries of one list or dict from the child
 
@@ -429,6 +433,7 @@ class FrameWriter:
         self._tagged = frozenset(OUTCOMES.values())
         self._fields = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _DATACLASSES}
         self._threads = (_thread.start_new_thread, _thread.allocate_lock, _update_and_release)
+        self._sha256 = _sha256
 
     def send(self, message: Any, payload: memoryview | bytes | Iterable = b"", length: int | None = None) -> None:
         """Sign and write one frame. `payload`: bytes, or pieces of bytes adding up to `length`,
@@ -440,35 +445,49 @@ class FrameWriter:
         mac = self._signer.copy()
         mac.update(self.seq.to_bytes(8, "big") + PREFIX.pack(len(header), length) + header)
         self._write(PREFIX.pack(len(header), length) + header)
-        left = length
+        left, units = length, []  # each unit's SHA-256, in order; the last may still be filling
         for piece in payload:
             piece = memoryview(piece).cast("B")
             if len(piece) > left:
                 raise ValueError("a payload longer than its frame says")
+            self._hash_and_write(units, length - left, piece)
             left -= len(piece)
-            self._sign_and_write(mac, piece)
         if left:
             raise ValueError("a payload shorter than its frame says")
+        mac.update(b"".join(unit.digest() for unit in units))
         self._write(mac.digest())
         self.seq += 1
 
-    def _sign_and_write(self, mac, piece: memoryview) -> None:
-        """Sign a piece on a thread of the writer's own while writing it: each waits on OpenSSL or
-        the kernel, not on Python, so a piece crosses in the time of the slower of the two. With
-        pinned copies (worker.Worker.pieces), a vector addition's 470 MB of kept outputs now leave
-        its child in 0.38 s on an H200, not 0.97 s, while the next timed phase waits.
-        Where no thread can start (a process limit that the student's threads used up), one after
-        the other."""
-        start_thread, new_lock, sign = self._threads
-        signed = new_lock()
-        signed.acquire()
-        try:
-            start_thread(sign, (mac, piece, signed))
-        except RuntimeError:
-            mac.update(piece)
-            signed.release()
+    def _hash_and_write(self, units: list, offset: int, piece: memoryview) -> None:
+        """Hash a piece that starts `offset` bytes into the payload, each of its units (PAYLOAD_CHUNK
+        bytes of the payload) on a thread of the writer's own, while writing it: each waits on
+        OpenSSL or the kernel, not on Python. One HMAC over the whole payload, signed on one
+        thread while written, had let a vector addition's 470 MB of kept outputs leave its child in
+        0.38 s on an H200 alone and 0.63 s beside seven other gradings, bound by the hashing, while
+        the next timed phase waited. Where no thread can start (a process limit that the student's
+        threads used up), one after the other."""
+        start_thread, new_lock, update = self._threads
+        jobs, at = [], 0
+        while at < len(piece):
+            filled = (offset + at) % PAYLOAD_CHUNK
+            if not filled:
+                units.append(self._sha256())
+            take = min(PAYLOAD_CHUNK - filled, len(piece) - at)
+            jobs.append((units[-1], piece[at : at + take]))
+            at += take
+        hashed = []
+        for unit, part in jobs:  # each unit has one part of this piece: no two threads share a hash
+            done = new_lock()
+            done.acquire()
+            try:
+                start_thread(update, (unit, part, done))
+            except RuntimeError:
+                unit.update(part)
+                done.release()
+            hashed.append(done)
         self._write(piece)
-        signed.acquire()  # signed too: the piece's buffer may be reused
+        for done in hashed:
+            done.acquire()  # hashed too: the piece's buffer may be reused
 
     def _plain(self, value: Any) -> Any:
         """A message as JSON-ready data; a union member carries its class name under "type"."""
@@ -541,25 +560,33 @@ class FrameReader:
         return Frame(decode(header), path, payload_length)
 
     def _payload(self, length: int, mac) -> Path:
-        """The payload's bytes, into a new file of the parent's. Reading the next chunk, signing
-        this one and writing it go on at once (each waits on the kernel or OpenSSL, not on
-        Python): one after another, 2.5 GB of kept outputs cost a timed phase 8 s on an H100
-        machine, while no other grading could time."""
+        """The payload's bytes, into a new file of the parent's. Reading the next units, hashing
+        each on one of several threads and writing them in order go on at once (each waits on the
+        kernel or OpenSSL, not on Python): one after another, 2.5 GB of kept outputs cost a timed
+        phase 8 s on an H100 machine, while no other grading could time."""
         path = self.folder / f"payload-{self.seq}.bin"
         # O_EXCL: the parent's own new file, never one that something else placed there.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb", buffering=0) as file, ThreadPoolExecutor(2, "payload") as helpers:
-            pending: list = []
+        with (
+            os.fdopen(fd, "wb", buffering=0) as file,
+            ThreadPoolExecutor(DIGEST_THREADS, "digest") as hashers,
+            ThreadPoolExecutor(1, "payload") as writer,
+        ):
+            digests: list = []
+            written: list = []
             left = length
             while left:
-                chunk = memoryview(bytearray(min(left, PAYLOAD_CHUNK)))
-                self._fill(chunk)
-                for done in pending:
-                    done.result()  # in order: the signature covers the chunks one after another
-                pending = [helpers.submit(mac.update, chunk), helpers.submit(_write_all, file, chunk)]
-                left -= len(chunk)
-            for done in pending:
+                if len(written) >= READ_AHEAD:
+                    written[-READ_AHEAD].result()  # memory for at most READ_AHEAD units in flight
+                    digests[-READ_AHEAD].result()
+                unit = memoryview(bytearray(min(left, PAYLOAD_CHUNK)))
+                self._fill(unit)
+                digests.append(hashers.submit(_digest, unit))
+                written.append(writer.submit(_write_all, file, unit))
+                left -= len(unit)
+            for done in written:
                 done.result()
+            mac.update(b"".join(done.result() for done in digests))
         return path
 
     def _fill(self, chunk: memoryview) -> None:
@@ -571,11 +598,15 @@ class FrameReader:
             got += read
 
 
-def _update_and_release(mac, piece: memoryview, done) -> None:
+def _update_and_release(unit, part: memoryview, done) -> None:
     try:
-        mac.update(piece)
+        unit.update(part)
     finally:
         done.release()
+
+
+def _digest(unit: memoryview) -> bytes:
+    return _sha256(unit).digest()
 
 
 def _write_all(file, data: memoryview) -> None:

@@ -269,3 +269,61 @@ def test_pieces_that_do_not_add_up_to_the_frame_are_the_harness_own_fault(tmp_pa
     are a bug of the harness, raised in the child, never a frame the parent could take."""
     with pytest.raises(ValueError, match="payload (longer|shorter)"):
         _sent_in_pieces(tmp_path, pieces, length)
+
+
+def _frame_bytes(key: bytes, data: bytes, pieces) -> bytes:
+    """One Output frame with `data` as its payload, as the child writes it (taken in `pieces`)."""
+    read_fd, write_fd = os.pipe()
+    chunks: list = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(read_fd, 1 << 20), b"")))
+    reader.start()
+    messages.FrameWriter(write_fd, key).send(messages.Output("add:bench:0", "kept", "uint8", [len(data)]), pieces,
+                                             len(data))  # fmt: skip
+    os.close(write_fd)
+    reader.join()
+    os.close(read_fd)
+    return b"".join(chunks)
+
+
+def test_a_payload_is_signed_through_the_sha256_of_each_unit_in_order():
+    """The frame's HMAC covers the sequence number, both lengths, the header and each
+    PAYLOAD_CHUNK of the payload's SHA-256 in turn, wherever the writer's pieces begin and end
+    (the units are hashed on threads of their own at both ends)."""
+    import hashlib
+    import hmac
+
+    key, unit = secrets.token_bytes(32), messages.PAYLOAD_CHUNK
+    data = secrets.token_bytes(2 * unit + 777)
+    for pieces in ([data], [data[:1000], data[1000 : unit + 5], data[unit + 5 :]], _reused_buffer(data, 3 << 20)):
+        frame = _frame_bytes(key, data, pieces)
+        header_length, payload_length = messages.PREFIX.unpack(frame[: messages.PREFIX.size])
+        header = frame[messages.PREFIX.size : messages.PREFIX.size + header_length]
+        assert payload_length == len(data) and frame[-messages.MAC_BYTES - len(data) : -messages.MAC_BYTES] == data
+        digests = b"".join(hashlib.sha256(data[at : at + unit]).digest() for at in range(0, len(data), unit))
+        signed = (0).to_bytes(8, "big") + frame[: messages.PREFIX.size] + header + digests
+        assert frame[-messages.MAC_BYTES :] == hmac.new(key, signed, "sha256").digest()
+
+
+def _read_frame(tmp_path, key: bytes, frame: bytes):
+    import io
+
+    return messages.FrameReader(io.BytesIO(frame), key, tmp_path, len(frame), len(frame)).read()
+
+
+def test_a_payload_changed_in_one_unit_or_with_two_units_swapped_is_tampering(tmp_path):
+    key, unit = secrets.token_bytes(32), messages.PAYLOAD_CHUNK
+    data = secrets.token_bytes(unit) + secrets.token_bytes(unit)
+    frame = _frame_bytes(key, data, [data])
+    start = len(frame) - messages.MAC_BYTES - len(data)
+    flipped = bytearray(frame)
+    flipped[start + unit + 12345] ^= 1
+    swapped = frame[:start] + data[unit:] + data[:unit] + frame[-messages.MAC_BYTES :]
+    for name, sent in (("as sent", frame), ("a bit flipped", bytes(flipped)), ("units swapped", swapped)):
+        folder = tmp_path / name
+        folder.mkdir()
+        if sent is frame:
+            assert _read_frame(folder, key, sent).payload.read_bytes() == data
+            continue
+        with pytest.raises(messages.ProtocolError) as refused:
+            _read_frame(folder, key, sent)
+        assert refused.value.reason == "tampering", name
