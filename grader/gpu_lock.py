@@ -7,16 +7,18 @@ the child, which cannot reach it: the sandbox's /tmp is its own): a correctness 
 shared (and so does the parent's judging, whose float64 references run on the GPU), a timing
 phase exclusively until its last benchmark is timed, and then shared while its outputs cross
 and its child ends (`Timed.share`; no other timed phase starts before that, since student code
-ran in that child; the judging of those outputs comes after, as a correctness phase's does). Each phase holds it from the
+ran in that child; the judging of those outputs comes after). Each phase holds it from the
 moment its first child is up and waiting at its gate (isolation.run_child) to the phase's end,
 so that starting a child (the sandbox, torch, a CUDA context: about 5 s on an H100) overlaps
-other students' phases. It favours the timing phase:
-one that waits holds a turnstile that every new correctness phase must pass, so a stream of
-correctness runs cannot starve it; every one that waits is in a queue, which a new correctness
-phase lets go first as a whole (between two timed phases the GPU goes to the next one, not to a
-correctness run that would hold it until its next case); and a correctness phase under way lets
-it go first at its next case (`timing_waits`; grading.AssignmentGrading.gpu ends that child there
-and goes on in a fresh one after the timed phase), so one long run of cases does not hold it back.
+other students' phases. It favours the timing phase: one that waits holds a turnstile that
+every new correctness phase must pass, so a stream of correctness runs cannot starve it; every
+one that waits is in a queue, which a new correctness phase lets go first as a whole (between
+two timed phases the GPU goes to the next one, not to a correctness run that would hold it
+until its next case); and a correctness phase under way lets it go first at its next case
+(`timing_waits`; grading.AssignmentGrading.gpu ends that child there and goes on in a fresh one
+after the timed phase), so one long run of cases does not hold it back. The grader's own short
+holds that bring a student to the queue (judging the cases, a timing child's start of CUDA) do
+not wait at the turnstile (`beside`), though never during a timed phase.
 
 The lock is three files locked with flock(2) in a folder every worker of the host sees: workers on
 one machine (a local cluster, or several Dask workers per node of a Slurm cluster, all pointed at
@@ -80,6 +82,21 @@ class GpuLock:
                         break
                 with _locked(self.queue, fcntl.LOCK_EX):
                     pass  # until every queued timed phase has had the GPU
+            got()
+            yield time.monotonic() - started
+
+    @contextmanager
+    def beside(self, label: str = "") -> Iterator[float]:
+        """The grader's own short work on the GPU, no student code in it (the parent's judging of a
+        student's cases, a timing child's start of CUDA): never during a timed phase, but not behind
+        one that waits either. It takes the GPU's lock shared without the turnstile, as flock grants
+        a shared lock beside shared ones while an exclusive one waits. A timed phase that waits for
+        correctness runs may wait for it too (about a second), but its student joins the queue to
+        time at once: behind the turnstile, judgings and starts of CUDA had waited 4 to 6 s each for
+        the timed phase there, and the queue ran dry in between (an H200, a class of 20, eight
+        workers). Gives the seconds it waited."""
+        started = time.monotonic()
+        with _logged("shared", label) as got, _locked(self.gpu, fcntl.LOCK_SH):
             got()
             yield time.monotonic() - started
 

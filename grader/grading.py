@@ -30,8 +30,10 @@ from grader.spec import Assignment, Case, Part
 LOAD_REASONS = reasons.LOAD
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
 MAX_YIELDS = 2  # times a correctness phase ends its child so that another student's timed phase goes first
-# A correctness phase lets a waiting timed phase go first only once it has held the GPU this long
-# (AssignmentGrading.gpu): a shorter one finishes its cases, and its student is next in line to time.
+# A correctness phase lets a waiting timed phase go first only once it has held the GPU this long,
+# its earlier runs' holds counted too (AssignmentGrading.gpu): a shorter one finishes its cases, and
+# its student is next in line to time. Counted per run, an autotuned student's run after a yield had
+# held the GPU 5.5 s more, 3 s of them while a timed phase waited (an H200, a class of 20).
 YIELD_AFTER_S = 5.0
 
 
@@ -219,7 +221,8 @@ class AssignmentGrading:
         self.phases.add("build", sum(build.seconds for build in builds.values()))
         self.job.libraries = self.private_libraries(builds)
         # After the builds: a child's sandbox binds the libraries they made.
-        timer, first = self.spawn_timer(), self.spawn_correctness(builds)
+        first = self.spawn_correctness(builds)
+        timer = self.spawn_timer(held=first is not None)
         try:
             return self.graded(builds, timer, first)
         finally:
@@ -242,17 +245,36 @@ class AssignmentGrading:
             return None
         return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, "torch")
 
-    def spawn_timer(self) -> isolation.Spawned | None:
+    def spawn_timer(self, held: bool = False) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
         (and torch.compile's modules where a compiled baseline is shown) while the correctness
         cases run, so a timed phase does not wait for its child's start (5-15 s on an
-        H100). It waits for its job, which only names the parts whose correctness passed."""
+        H100). It waits for its job, which only names the parts whose correctness passed. On a
+        GPU shared with other workers, and `held`, it imports only once the correctness child has
+        (`after_import`): at a class's start every worker's two children had imported torch at
+        once, the first correctness child was up 8.6 s after its start (an H200, 16 cores, eight
+        workers; 2.9 s alone), and no student timed before 25 s."""
         benched = [part for part in self.assignment.parts if part.benchmarks]
         if self.device != "cuda" or not benched:
             return None
         preload = "compile" if any(part.shown and part.shown.compiled for part in benched) else "torch"
         shared = _gpu_lock(self) is not None
-        return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, retune=shared)
+        return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, retune=shared,
+                               held=held)  # fmt: skip
+
+    @staticmethod
+    def after_import(gate, timer: isolation.Spawned | None):
+        """The correctness phase's gate, letting a held timing child import once the correctness
+        child has (its stage "cuda"), before that child waits for the GPU."""
+        if gate is None or timer is None:
+            return gate
+
+        def opened(stage: str):
+            if stage == "cuda":
+                timer.let_import()
+            return gate(stage)
+
+        return opened
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
@@ -263,6 +285,7 @@ class AssignmentGrading:
         missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file))
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         with self.gpu("correctness") as gate:
+            gate = self.after_import(gate, timer)
             results = run_tasks(self.job, [t for t in tasks if t.part not in missing], self.workdir, self.view,
                                 self.budget, self.phases, "correctness", gate, self.compiled, first)  # fmt: skip
             again = [t for t in tasks if t.id in results and _launch_lost(results[t.id])]
@@ -311,27 +334,30 @@ class AssignmentGrading:
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
-        with self.judging("timing judging"):
+        with self.judging("timing judging", after_timing=True):
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
                                                         self.device), results[task.id])
                     for task in tasks}  # fmt: skip
 
     @contextmanager
-    def judging(self, label: str = "judging"):
+    def judging(self, label: str = "judging", after_timing: bool = False):
         """Judging here, in the parent, runs the float64 references on the GPU: on a GPU shared with
-        other workers it holds the lock shared, as a correctness phase does, so no reference runs
-        inside another student's timed phase. It lets the timed phase that holds the GPU or waits
-        at its turnstile go first, not every one in the queue (gpu_lock: it does not `defer`): a
-        correctness phase's judging, under a second, then runs beside a timed phase's sending, and
-        its student joins the queue to time at once. Letting the whole queue go first, a
-        student whose cases ended while others queued to time joined that queue only once it was
-        empty: the students then came in waves, with no one ready to time in between."""
+        other workers it holds the lock shared, so no reference runs inside another student's timed
+        phase. A student's cases are judged beside a timed phase that waits (gpu_lock `beside`),
+        so that the student joins the queue to time at once. The outputs of a timed phase are
+        judged `after_timing`: behind the timed phase at the turnstile (the next, which waited for
+        this one's child to end: it would otherwise wait for this judging too), not behind the
+        whole queue (gpu_lock: it does not `defer`), so the judging runs beside that phase's own
+        sending. Letting the whole queue go first, a worker whose student was judged while others
+        queued went on only once the queue was empty: the students came in waves, with no one
+        ready to time in between."""
         lock = _gpu_lock(self)
         if lock is None:
             yield
             return
-        with lock.shared(f"{self.assignment.name} {label}", defer=False) as waited:
+        name = f"{self.assignment.name} {label}"
+        with lock.shared(name, defer=False) if after_timing else lock.beside(name) as waited:
             self.phases.add("waiting", waited)
             yield
 
@@ -340,46 +366,49 @@ class AssignmentGrading:
         """A phase's hold on a GPU shared with other workers, as a gate for its children (None where
         the GPU is not shared). A child imports torch while others use the GPU; its gate's first
         stage ("cuda") holds the GPU shared while the child starts CUDA, so that no context starts
-        during another student's timed phase (on an H100, one that did slowed a timed 0.09 ms
-        kernel to a median of 0.11 ms); its second stage ("run") takes the phase's own hold before
-        any student code runs: shared while correctness runs, alone while timing. The hold is kept
-        until the phase ends (a second child of the phase passes at once), except that between
-        two correctness cases (stage "next") a correctness phase lets a timed phase that waits go
-        first (up to MAX_YIELDS times), once it has held the GPU for YIELD_AFTER_S: its child is
-        ended there, the hold let go once the child is gone ("ended"), and the next child takes
-        the GPU again after that phase. Ended, not paused: a child that only waited at its gate
-        could be made to run on (its code can reach the gate), inside the other student's timed
-        phase. On an H100 one assignment's 17.7 s of cases had held the first timed phase back by
-        14.5 s. A run of cases that began shortly before goes on to its end: on an H200 (a class
-        of 20, eight workers) a timed phase that took the GPU had ended four students' runs 1.9 to
-        2.2 s after they began, each then took 3.4 to 3.8 s again in a fresh child, and the GPU
-        then went 5.4 s without a timed phase. Waiting costs this grading none of its time
-        limit."""
+        during another student's timed phase (on an H100, one that did slowed a timed 0.09 ms kernel
+        to a median of 0.11 ms), but not behind a timed phase that waits (gpu_lock `beside`: no
+        student code has run in the child yet, and its start, 0.4 to 0.9 s on an H200 beside other
+        students' work, is then not part of the phase's own hold); its second stage ("run") takes
+        the phase's own hold before any student code runs: shared while correctness runs, alone
+        while timing. The hold is kept until the phase ends (a second child of the phase passes at
+        once), except that between two correctness cases (stage "next") a correctness phase lets a
+        timed phase that waits go first (up to MAX_YIELDS times), once it has held the GPU for
+        YIELD_AFTER_S: its child is ended there, the hold let go once the child is gone ("ended"),
+        and the next child takes the GPU again after that phase. Ended, not paused: a child that
+        only waited at its gate could be made to run on (its code can reach the gate), inside the
+        other student's timed phase. On an H100 one assignment's 17.7 s of cases had held the first
+        timed phase back by 14.5 s. A run of cases that began shortly before goes on to its end: on
+        an H200 (a class of 20, eight workers) a timed phase that took the GPU had ended four
+        students' runs 1.9 to 2.2 s after they began, each then took 3.4 to 3.8 s again in a fresh
+        child, and the GPU then went 5.4 s without a timed phase. Waiting costs this grading none of
+        its time limit."""
         lock = _gpu_lock(self)
         if lock is None:
             yield None
             return
         with ExitStack() as hold:
-            starting = hold.enter_context(ExitStack())  # a timing child's shared hold while it starts CUDA
+            starting = hold.enter_context(ExitStack())  # a child's hold while it starts CUDA
             held = [hold.enter_context(ExitStack())]  # the phase's own hold
             taken, yields, timed = [], [], []
-            since = [time.monotonic()]  # when the phase's hold was taken, the last time
+            since = [time.monotonic(), 0.0]  # when the phase's hold was taken, the last time; seconds held before
 
-            def take(exclusive: bool, stage: str = "") -> ExitStack:
+            def take(how: str, stage: str = "") -> ExitStack:
                 label = f"{self.assignment.name} {phase}{stage}"
                 stack = hold.enter_context(ExitStack())
-                if exclusive:
+                if how == "timed":
                     timed.append(stack.enter_context(lock.timed(label)))
                     waited = timed[-1].waited
                 else:
-                    waited = stack.enter_context(lock.shared(label, defer=phase != "timing"))
+                    waited = stack.enter_context(lock.shared(label) if how == "shared" else lock.beside(label))
                 self.budget.deadline += waited
                 self.phases.add("waiting", waited)
                 return stack
 
             def gate(stage: str) -> bool:
                 if stage == "next":  # False: end the child here, a timed phase waits
-                    if (phase == "timing" or len(yields) >= MAX_YIELDS or time.monotonic() - since[0] < YIELD_AFTER_S
+                    held_s = since[1] + time.monotonic() - since[0]
+                    if (phase == "timing" or len(yields) >= MAX_YIELDS or held_s < YIELD_AFTER_S
                             or not lock.timing_waits()):  # fmt: skip
                         return True
                     yields.append(stage)
@@ -391,19 +420,20 @@ class AssignmentGrading:
                 if stage == "ended":
                     held[0].close()
                     taken.clear()
+                    since[1] += time.monotonic() - since[0]
                     return True
                 if taken:
                     return True  # the phase holds the GPU already
-                if phase != "timing":
-                    held[0] = take(exclusive=False, stage=" again, after a timed phase" if yields else "")
-                    taken.append(phase)
-                    since[0] = time.monotonic()
-                elif stage == "cuda":
-                    starting.enter_context(take(exclusive=False, stage=" cuda start"))
+                if stage == "cuda":  # no student code has run in the child yet
+                    starting.enter_context(take("beside", stage=" cuda start"))
+                    return True
+                starting.close()
+                if phase == "timing":
+                    held[0] = take("timed")
                 else:
-                    starting.close()
-                    held[0] = take(exclusive=True)
-                    taken.append(phase)
+                    held[0] = take("shared", stage=" again, after a timed phase" if yields else "")
+                    since[0] = time.monotonic()
+                taken.append(phase)
                 return True
 
             yield gate

@@ -353,13 +353,25 @@ class Spawned:
     write_fd: int  # the channel's writing end, by the number the child knows it
     gate_fd: int  # the gate's reading end, by the child's number (-1: no gate)
     gate_opener: int
-    held: int  # the lifeline's writing end: the child sees EOF once it is closed
+    lifeline: int  # its writing end: the child sees EOF once it is closed
     before: set[int]
     watchdog: Watchdog
     captures: tuple[_Capture, _Capture]
     gpu_memory_gib: float
     outputs: Path
     taken: bool = False  # run_child gave it a job (and ended it)
+    held: bool = False  # it waits on its gate before it imports anything (`let_import`)
+    _letting: threading.Lock = field(default_factory=threading.Lock)
+
+    def let_import(self) -> None:
+        """A child spawned `held` goes on to import (once; from any thread, until it is reaped)."""
+        with self._letting:
+            if self.held and self.gate_opener >= 0:
+                self.held = False
+                try:
+                    os.write(self.gate_opener, b"g")
+                except OSError:
+                    pass  # it is gone already: its run says why
 
     def reap(self) -> None:
         """The child has ended, or is to: it and whatever it left behind go, and this end's
@@ -369,9 +381,11 @@ class Spawned:
         self.process.wait()
         _live_children.discard(self.process.pid)
         kill_orphans(self.before | _live_children)
-        for fd in (self.held, self.gate_opener):
-            if fd >= 0:
-                os.close(fd)
+        with self._letting:
+            for fd in (self.lifeline, self.gate_opener):
+                if fd >= 0:
+                    os.close(fd)
+            self.lifeline = self.gate_opener = -1
 
     def discard(self) -> None:
         """The job never came (nothing left to time): the child and all it started go."""
@@ -384,18 +398,21 @@ class Spawned:
 
 
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
-          preload: str = "", retune: bool = False) -> Spawned:  # fmt: skip
+          preload: str = "", retune: bool = False, held: bool = False) -> Spawned:  # fmt: skip
     """Start a child for a job of `job`'s assignment and submission, which will wait for its job
     (its tasks come later); with `preload` ("torch", or "compile" for torch.compile's modules too)
-    it imports those first, before it reads the job. `retune`: see child_environment."""
+    it imports those first, before it reads the job; `held` (with a gate), only once it is let
+    (Spawned.let_import; run_child lets it at the latest). `retune`: see child_environment."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     _widen(read_fd)
     gate_fd, gate_opener = os.pipe() if gated else (-1, -1)
-    lifeline, held = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
+    lifeline, kept = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
+    held = held and gated
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload]
+    inner += [str(gate_fd)] if held else []  # the child waits on its gate before it imports
     seccomp = sandbox.seccomp_filter() if view else None
     compiled = compiled or compiled_cache(workdir)
     if view is not None:
@@ -421,8 +438,8 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     captures = (_Capture(process.stdout), _Capture(process.stderr))
     for thread in (watchdog, *captures):
         thread.start()
-    return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, held, before, watchdog, captures,
-                   gpu_memory_gib, outputs)  # fmt: skip
+    return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
+                   gpu_memory_gib, outputs, held=held)  # fmt: skip
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
@@ -442,6 +459,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     limit counts from the job's sending: what a child did before it had its job was no student's."""
     child = spawned or spawn(job, workdir, view, gate is not None, compiled, retune=retune)
     child.taken = True
+    child.let_import()  # where it still waits to import: its job is here
     job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd
     job.gpu_memory_gib = child.gpu_memory_gib
     run = ChildRun()

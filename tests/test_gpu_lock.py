@@ -156,8 +156,8 @@ def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_
     # The hold log has a line per hold of this grading, in the order they ended, and the other student's.
     lines = [line.split(" ", 5) for line in holds.read_text().splitlines()]
     mine = [(how, label) for how, *_, label in lines if label.startswith("softmax")]
-    expected = [("shared", "softmax timing cuda start"), ("exclusive", "softmax timing")] if phase == "timing" else [
-        ("shared", "softmax correctness")]  # fmt: skip
+    expected = [("shared", f"softmax {phase} cuda start"),
+                ("exclusive" if phase == "timing" else "shared", f"softmax {phase}")]  # fmt: skip
     assert mine == expected
     for how, asked, got, released, pid, label in lines:
         assert float(asked) <= float(got) <= float(released) and int(pid) == os.getpid()
@@ -278,23 +278,103 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
         assert "waiting" not in cpu.phases, "the CPU tier judges on the CPU: nothing to wait for"
 
 
-def test_judging_lets_only_the_timed_phase_at_the_turnstile_go_first(tmp_path, monkeypatch):
-    """A judging does not wait for every timed phase in the queue (it does not `defer`), so its
-    student joins that queue as soon as the cases are judged: correctness and timing judging alike."""
-    lock, asked = GpuLock(tmp_path, "0"), []
-    real = GpuLock.shared
+def _waiting_timed_phase(tmp_path, log: list):
+    """Another student's correctness run that holds the GPU, and a timed phase that waits for it
+    (at the turnstile): ((reader, its release), (the timed phase, entered, release))."""
+    reader, reader_in, reader_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a correctness run")
+    assert reader_in.wait(5)
+    timing, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a timed phase")
+    time.sleep(0.2)
+    assert not timing_in.is_set()
+    return (reader, reader_go), (timing, timing_in, timing_go)
 
-    def shared(self, label="", defer=True):
-        asked.append((label, defer))
-        return real(self, label, defer)
 
-    monkeypatch.setattr(GpuLock, "shared", shared)
+def test_the_graders_own_short_holds_pass_a_waiting_timed_phase_but_never_run_inside_one(tmp_path):
+    """`beside`: a judging or a timing child's start of CUDA goes on while a timed phase waits for
+    correctness runs (the timed phase then waits for it too), where a new correctness run would
+    wait at the turnstile; while a timed phase holds the GPU, it waits like anyone else."""
+    log = []
+    (reader, reader_go), (timing, timing_in, timing_go) = _waiting_timed_phase(tmp_path, log)
+    _, late_in, late_go = _start(GpuLock(tmp_path, "0"), "shared", log, "a later correctness run")
+    beside, beside_in, beside_go = _start(GpuLock(tmp_path, "0"), "beside", log, "B")
+    assert beside_in.wait(5), "the grader's own hold waited behind a timed phase that had not begun"
+    assert log[log.index("B in") + 1] < 0.2
+    assert not late_in.wait(0.2), "a correctness run passed the waiting timed phase"
+    reader_go.set()
+    assert not timing_in.wait(0.3), "the timed phase began while the grader's own hold was on the GPU"
+    beside_go.set()
+    assert timing_in.wait(5) and not late_in.is_set()
+    _, second_in, second_go = _start(GpuLock(tmp_path, "0"), "beside", log, "B2")
+    assert not second_in.wait(0.3), "the grader's own hold ran inside a timed phase"
+    timing_go.set()
+    assert second_in.wait(5) and late_in.wait(5)
+    for event in (second_go, late_go):
+        event.set()
+    for thread in (reader, timing, beside):
+        thread.join(5)
+
+
+@pytest.mark.parametrize("phase", ["correctness", "timing"])
+def test_a_child_starts_cuda_while_another_timed_phase_waits_and_runs_after_it(tmp_path, phase):
+    """Its start runs no student code: it goes on beside the timed phase that waits, so the
+    student is ready when the GPU passes on (behind the turnstile, timing children's starts had
+    waited up to 5.2 s, and a correctness run had taken the GPU for 6 s in between); its student
+    code waits for that timed phase to end."""
+    log = []
+    (reader, reader_go), (timing, timing_in, timing_go) = _waiting_timed_phase(tmp_path, log)
+    grading = _grading_on(GpuLock(tmp_path, "0"), "softmax")
+    with AssignmentGrading.gpu(grading, phase) as gate:
+        began = time.monotonic()
+        gate("cuda")
+        assert time.monotonic() - began < 0.2, "the child's start of CUDA waited behind a timed phase"
+        reader_go.set()
+        threading.Timer(0.3, timing_go.set).start()  # the other timed phase, once it has the GPU, for 0.3 s
+        gate("run")
+        assert timing_in.is_set() and "a timed phase out" in log, "student code ran inside another's timed phase"
+    for thread in (reader, timing):
+        thread.join(5)
+
+
+def test_a_students_cases_are_judged_beside_a_timed_phase_that_waits(tmp_path):
+    """Judged at once, the student joins the queue to time; behind the turnstile, judgings had
+    waited 4 to 6 s for a timed phase that itself waited for other students' cases."""
+    lock, log = GpuLock(tmp_path, "0"), []
     grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", phases=Phases(),
                               assignment=SimpleNamespace(name="softmax"))  # fmt: skip
-    for label in ("judging", "timing judging"):
-        with AssignmentGrading.judging(grading, label):
-            pass
-    assert asked == [("softmax judging", False), ("softmax timing judging", False)]
+    (reader, reader_go), (timing, timing_in, timing_go) = _waiting_timed_phase(tmp_path, log)
+    began = time.monotonic()
+    with AssignmentGrading.judging(grading):
+        assert time.monotonic() - began < 0.2, "the judging waited behind a timed phase that had not begun"
+        reader_go.set()
+        assert not timing_in.wait(0.3), "a timed phase began while the grader judged"
+    assert timing_in.wait(5), "the lock was not released when judging ended"
+    timing_go.set()
+    for thread in (reader, timing):
+        thread.join(5)
+
+
+def test_a_timed_phases_outputs_are_judged_behind_the_timed_phase_at_the_turnstile(tmp_path):
+    """The next timed phase, which waited for this one's child to end, goes first: the judging
+    of the outputs would otherwise hold it back as the GPU passes to it."""
+    lock, log = GpuLock(tmp_path, "0"), []
+    grading = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", phases=Phases(),
+                              assignment=SimpleNamespace(name="softmax"))  # fmt: skip
+    (reader, reader_go), (timing, timing_in, timing_go) = _waiting_timed_phase(tmp_path, log)
+    judged = threading.Event()
+
+    def judge():
+        with AssignmentGrading.judging(grading, "timing judging", after_timing=True):
+            judged.set()
+
+    threading.Thread(target=judge, daemon=True).start()
+    assert not judged.wait(0.3), "the outputs were judged before the timed phase that waits had the GPU"
+    reader_go.set()
+    assert timing_in.wait(5) and not judged.wait(0.3)
+    timing_go.set()
+    assert judged.wait(5), "the judging never got the GPU"
+    assert grading.phases["waiting"] >= 0.5
+    for thread in (reader, timing):
+        thread.join(5)
 
 
 def test_a_timed_phase_sends_with_the_gpu_shared_and_judges_after_the_next_timed_phase(tmp_path, monkeypatch):
@@ -382,7 +462,7 @@ def test_a_correctness_phase_lets_a_waiting_timed_phase_go_first_between_cases(t
             gate("ended")
             assert again_in.wait(5)
             again_go.set()
-            gate("cuda")
+            assert gate("cuda") and gate("run")
             _, again_in, again_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "yet another timing")
             assert not again_in.wait(0.3)
         assert gate("next") is True, f"more than {MAX_YIELDS} yields in one phase"
@@ -591,3 +671,44 @@ def test_a_child_that_runs_past_its_gate_between_tasks_loses_the_task_it_began(t
     began = [r.outcome for t in tasks[1:] for r in [results[t.id]] if isinstance(r.outcome, Failure)]
     assert began and began[0].reason == "tampering" and "between two tasks" in began[0].message, began
     assert seen.count("next") == seen.count("ended") and not alive_when_ended
+
+
+def test_a_held_timing_child_is_let_import_when_the_correctness_child_has_before_its_wait_for_the_gpu():
+    """grading.after_import: the correctness child's stage "cuda" (torch imported, CUDA not yet
+    started) lets the timing child import, before that stage waits for the GPU's lock."""
+    said = []
+    timer = SimpleNamespace(let_import=lambda: said.append("timer imports"))
+    gate = AssignmentGrading.after_import(lambda stage: said.append(f"gate {stage}") or True, timer)
+    assert gate("cuda") and said == ["timer imports", "gate cuda"]
+    assert gate("run") and gate("next") and said[2:] == ["gate run", "gate next"]
+    assert AssignmentGrading.after_import(None, timer) is None, "no gate (a GPU of its own): the timer was not held"
+
+
+def test_a_correctness_phase_that_yielded_counts_its_earlier_holds(tmp_path, monkeypatch):
+    """After a yield, the phase's next run of cases has held the GPU for its earlier runs too: it
+    lets a waiting timed phase go first at its first case (a long run of cases, an autotuner's,
+    would otherwise hold the GPU for YIELD_AFTER_S again)."""
+    from grader import grading as grading_module
+
+    monkeypatch.setattr(grading_module, "YIELD_AFTER_S", 0.5)
+    lock = GpuLock(tmp_path, "0")
+    grading = _grading_on(lock, "matmul")
+    log = []
+    with AssignmentGrading.gpu(grading, "correctness") as gate:
+        assert gate("cuda") and gate("run")
+        time.sleep(0.55)
+        timing, timing_in, timing_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "a timing")
+        assert not timing_in.wait(0.2)
+        assert gate("next") is False
+        gate("ended")
+        assert timing_in.wait(5)
+        timing_go.set()
+        assert gate("cuda") and gate("run")  # the next child, after that timed phase
+        again, again_in, again_go = _start(GpuLock(tmp_path, "0"), "exclusive", log, "another timing")
+        assert not again_in.wait(0.2)
+        assert gate("next") is False, "the run after a yield held the GPU anew for YIELD_AFTER_S"
+        gate("ended")
+        assert again_in.wait(5)
+        again_go.set()
+    for thread in (timing, again):
+        thread.join(5)

@@ -401,6 +401,38 @@ def test_a_child_started_ahead_waits_for_its_job_and_counts_none_of_its_siblings
         shutil.rmtree(grading.workdir, ignore_errors=True)
 
 
+def _maps_torch(pid: int) -> bool:
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_a_held_child_imports_only_once_it_is_let_and_its_job_lets_it_at_the_latest(tmp_path):
+    """On a shared GPU the timing child is spawned `held` (grading.spawn_timer): it imports torch
+    only once the correctness child has, not all at once with it; a child never let imports when
+    its job comes. (Without the sandbox the child is the spawned process, whose maps show torch.)"""
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, REPO_ROOT / "solutions", Settings(device="cpu", sandbox=False))
+    job = dataclasses.replace(grading.job, tasks=grading.case_tasks(assignment.parts[0])[:2])
+    try:
+        let, unlet = (isolation.spawn(grading.job, grading.workdir, None, True, grading.compiled, "torch", held=True)
+                      for _ in range(2))  # fmt: skip
+        time.sleep(2.0)
+        assert not any(_maps_torch(child.process.pid) for child in (let, unlet)), "a held child imported torch"
+        let.let_import()
+        let.let_import()  # once only: a second byte would open its gate early
+        deadline = time.monotonic() + 60
+        while not _maps_torch(let.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _maps_torch(let.process.pid) and not _maps_torch(unlet.process.pid)
+        stages = []
+        runs = [isolation.run_child(dataclasses.replace(job), grading.workdir, None, 120, gate=stages.append,
+                                    spawned=child) for child in (let, unlet)]  # fmt: skip
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    for run in runs:
+        assert run.finished and len(run.outcomes) == 2, run.stderr
+    assert stages.count("cuda") == stages.count("run") == 2, stages
+
+
 def test_without_a_sandbox_a_child_runs_in_its_submission_folder(tmp_path):
     """Where the OS refuses the sandbox, the child's working directory is the submission's folder
     (relative paths in student code mean what they mean there), whether it starts with its job or
