@@ -17,8 +17,8 @@ two timed phases the GPU goes to the next one, not to a correctness run that wou
 until its next case); and a correctness phase under way lets it go first at its next case
 (`timing_waits`; grading.AssignmentGrading.gpu ends that child there and goes on in a fresh one
 after the timed phase), so one long run of cases does not hold it back. The grader's own short
-holds that bring a student to the queue (judging the cases, a timing child's start of CUDA) do
-not wait at the turnstile (`beside`), though never during a timed phase.
+holds that bring a student to the queue (judging the cases, a child's start of CUDA) do not
+wait at the turnstile (`beside`), though never during a timed phase.
 
 The lock is three files locked with flock(2) in a folder every worker of the host sees: workers on
 one machine (a local cluster, or several Dask workers per node of a Slurm cluster, all pointed at
@@ -88,7 +88,7 @@ class GpuLock:
     @contextmanager
     def beside(self, label: str = "") -> Iterator[float]:
         """The grader's own short work on the GPU, no student code in it (the parent's judging of a
-        student's cases, a timing child's start of CUDA): never during a timed phase, but not behind
+        student's cases, a child's start of CUDA): never during a timed phase, but not behind
         one that waits either. It takes the GPU's lock shared without the turnstile, as flock grants
         a shared lock beside shared ones while an exclusive one waits. A timed phase that waits for
         correctness runs may wait for it too (about a second), but its student joins the queue to

@@ -368,7 +368,7 @@ class AssignmentGrading:
         stage ("cuda") holds the GPU shared while the child starts CUDA, so that no context starts
         during another student's timed phase (on an H100, one that did slowed a timed 0.09 ms kernel
         to a median of 0.11 ms), but not behind a timed phase that waits (gpu_lock `beside`: no
-        student code has run in the child yet, and its start, 0.4 to 0.9 s on an H200 beside other
+        student code has run in the child yet, and its start, 0.3 to 1.6 s on an H200 beside other
         students' work, is then not part of the phase's own hold); its second stage ("run") takes
         the phase's own hold before any student code runs: shared while correctness runs, alone
         while timing. The hold is kept until the phase ends (a second child of the phase passes at
