@@ -15,8 +15,9 @@ starts an empty folder, and the owner's older folders for that assignment are re
 so there is one folder per owner and assignment. The folder is bound into that grading's sandbox
 alone, and its size counts against the assignment's `scratch_gib` (limits.Watchdog).
 
-The autotuner's picks are kept too: a warm grading times the configs a cold one picked. That
-is what makes the two gradings' speed ratios agree (README.md, "Measured on a GPU").
+The autotuner's picks are kept too, a timing child's apart from a correctness child's
+(child/timed_picks.py): a warm grading times the configs a cold one's timed phase picked. That is
+what makes the two gradings' speed ratios agree (README.md, "Measured on a GPU").
 """
 
 from __future__ import annotations

@@ -26,11 +26,13 @@ the same folder with GRADER_GPU_LOCKS) agree through the kernel, and a worker th
 what it held. The GPU is named by CUDA_VISIBLE_DEVICES, as each worker sees it.
 
 An autotuner times its candidates too: a correctness child's picks are timed beside other
-students' work, so a timed phase on a shared GPU does not reuse them (TRITON_CACHE_AUTOTUNING is
-left unset for its child: isolation.child_environment's `retune`), and tunes afresh, alone, in its
-warm-up calls. Reusing them, an autotuned vector addition's bfloat16 ratio fell from 1.00 to 0.71
-in a class of 20 with eight workers on an H200 (tools/batch_parity.py, 2026-11-26; with four on
-an H100, 2026-11-24, it had moved by at most 0.74%).
+students' work, so a timing child does not reuse them. It tunes in its warm-up calls, with the GPU
+to itself, and keeps those picks apart (child/timed_picks.py), for the next grading of the same
+files. Reusing a correctness run's picks, an autotuned vector addition's bfloat16 ratio fell from
+1.00 to 0.71 in a class of 20 with eight workers on an H200 (tools/batch_parity.py, 2026-11-26);
+tuning afresh in every grading, the solution's causal FlashAttention backward moved by 2.3%
+between a cold and a warm grading of the same files on an H100, where the autotuner picked other
+tiles in each (tools/warm_parity.py, 2026-11-26).
 """
 
 from __future__ import annotations

@@ -131,16 +131,13 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
     `spawned`, a child started ahead, takes the first job (a later child starts afresh; one that
     got no job is the caller's to discard)."""
     phases = Phases() if phases is None else phases
-    # A timed phase on a GPU shared with other workers (it has a gate) tunes afresh: the picks of its
-    # correctness runs were timed beside other students' work (gpu_lock.py).
-    retune = phase == "timing" and gate is not None
     results: dict[str, TaskResult] = {}
     pending = list(tasks)
     for _ in range(MAX_CHILDREN):
         if not pending or budget.left() <= 0:
             break
         run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate, compiled,
-                                  spawned, retune)  # fmt: skip
+                                  spawned, timed=phase == "timing")  # fmt: skip
         spawned = None
         phases.add_child(phase, run)
         found = _collect(run)
@@ -259,7 +256,7 @@ class AssignmentGrading:
             return None
         preload = "compile" if any(part.shown and part.shown.compiled for part in benched) else "torch"
         shared = _gpu_lock(self) is not None
-        return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, retune=shared,
+        return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, timed=True,
                                held=held)  # fmt: skip
 
     @staticmethod

@@ -44,6 +44,9 @@ CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output
 FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
 PR_SET_CHILD_SUBREAPER = 36
 INDUCTOR_CACHE = "torchinductor"  # under the compilers' cache (or the child's scratch folder)
+# The cache manager a timing child's Triton keeps its autotuner's picks with (Triton imports it
+# by this name; the child imports it before any student code: main._key_triton).
+TIMED_PICKS = "grader.child.timed_picks:TimedPicks"
 OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                  "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
 
@@ -255,10 +258,11 @@ def copy_submission(source: Path, destination: Path) -> None:
 
 
 def child_environment(device: str, scratch: Path, compiled: Path | None = None,
-                      retune: bool = False) -> dict[str, str]:  # fmt: skip
+                      timed: bool = False) -> dict[str, str]:  # fmt: skip
     """`scratch` is the child's own writable folder: its private /tmp in the sandbox. `compiled`
-    is the compilers' cache, shared by the children of one grading (compile_cache.py); with
-    `retune`, the autotuner neither reads nor keeps its picks there, and times its configs afresh."""
+    is the compilers' cache, shared by the children of one grading (compile_cache.py), the
+    autotuner's picks included; a `timed` child (one that times benchmarks) keeps its own picks
+    there, apart from those a correctness child timed beside other students' work (TIMED_PICKS)."""
     # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
@@ -271,8 +275,12 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
     # torch.compile of a shown baseline (spec.Shown) compiles in the child itself, not in a pool of
     # worker processes that would count against the child's process limit.
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    if compiled is not None and not retune:
-        env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a timing child reuses them
+    # Where Triton keeps what it compiles and picks is the grader's to say, not a TA's own setting.
+    env.pop("TRITON_CACHE_MANAGER", None)
+    if compiled is not None:
+        env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a later child reuses them
+        if timed:
+            env["TRITON_CACHE_MANAGER"] = TIMED_PICKS
     else:
         env.pop("TRITON_CACHE_AUTOTUNING", None)
     if device == "cpu":
@@ -398,11 +406,11 @@ class Spawned:
 
 
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
-          preload: str = "", retune: bool = False, held: bool = False) -> Spawned:  # fmt: skip
+          preload: str = "", timed: bool = False, held: bool = False) -> Spawned:  # fmt: skip
     """Start a child for a job of `job`'s assignment and submission, which will wait for its job
     (its tasks come later); with `preload` ("torch", or "compile" for torch.compile's modules too)
     it imports those first, before it reads the job; `held` (with a gate), only once it is let
-    (Spawned.let_import; run_child lets it at the latest). `retune`: see child_environment."""
+    (Spawned.let_import; run_child lets it at the latest). `timed`: see child_environment."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
@@ -418,11 +426,11 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     if view is not None:
         view.scratch_bytes = scratch
         argv = sandbox.command(inner, view, seccomp, compiled)
-        env = child_environment(job.device, Path("/tmp"), compiled, retune)
+        env = child_environment(job.device, Path("/tmp"), compiled, timed)
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
         own.mkdir(mode=0o700)
-        argv, env = inner, child_environment(job.device, own, compiled, retune)
+        argv, env = inner, child_environment(job.device, own, compiled, timed)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
@@ -444,7 +452,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
               gate: Callable[[str], object] | None = None, compiled: Path | None = None,
-              spawned: Spawned | None = None, retune: bool = False) -> ChildRun:  # fmt: skip
+              spawned: Spawned | None = None, timed: bool = False) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
     With a `gate`, the child waits until `gate(stage)` returns: once torch is imported, before
     it starts CUDA (stage "cuda"), once its harness is up, before any student code ("run"), and
@@ -453,11 +461,11 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). Once the
     last task's Done is in, the gate is told so without a wait ("timed": what the child sends
     after it, the outputs it kept for later, is no timing). `compiled`
-    is the grading's compilers' cache (compile_cache.py; by default one in `workdir`; `retune`: see
+    is the grading's compilers' cache (compile_cache.py; by default one in `workdir`; `timed`: see
     child_environment). `spawned`, a child started ahead (`spawn`,
     with a gate where `gate` is given), gets this job; without it a child starts now. The time
     limit counts from the job's sending: what a child did before it had its job was no student's."""
-    child = spawned or spawn(job, workdir, view, gate is not None, compiled, retune=retune)
+    child = spawned or spawn(job, workdir, view, gate is not None, compiled, timed=timed)
     child.taken = True
     child.let_import()  # where it still waits to import: its job is here
     job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd

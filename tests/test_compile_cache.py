@@ -9,10 +9,16 @@ it) and that the second grading reports it warm with the same verdicts.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from grader import compile_cache
+import pytest
+
+from conftest import requires_gpu
+from grader import compile_cache, isolation
 from grader.grading import Settings, grade_submission
 from grader.spec import REPO_ROOT, load_assignments
 
@@ -72,3 +78,78 @@ def test_an_unwritable_cache_folder_costs_only_the_warmth(tmp_path):
     (assignment,) = load_assignments(["vector_add"])
     result = grade_submission(_submission(tmp_path / "s"), [assignment], Settings(device="cpu", cache=blocked))
     assert result.score > 0 and "earlier grading" not in result.environment["phases"]
+
+
+# Triton's own cache, as a child of the given kind finds it through its environment: put a file,
+# then say which of the named files the same key finds.
+CACHE_USE = """
+import json, sys
+from triton import knobs
+from triton.runtime.cache import get_cache_manager
+cache = get_cache_manager("0" * 64)
+for name, text in json.loads(sys.argv[1]).items():
+    cache.put(text, name, binary=False)
+print(json.dumps({"manager": type(cache).__name__,
+                  "found": {name: cache.get_file(name) is not None for name in json.loads(sys.argv[2])}}))
+"""
+
+
+def _cache_use(compiled: Path, timed: bool, put: dict, look: list) -> dict:
+    env = isolation.child_environment("cuda", compiled.parent, compiled, timed=timed)
+    env["PYTHONPATH"] = str(REPO_ROOT)  # Triton imports the timed picks' manager by name, as in a child
+    ran = subprocess.run([sys.executable, "-c", CACHE_USE, json.dumps(put), json.dumps(look)], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_a_timing_childs_autotuner_picks_are_its_own_and_its_kernels_are_shared(tmp_path):
+    """A correctness child's picks were timed beside other students' work (gpu_lock.py): through
+    Triton's own cache, a timing child neither finds them nor lets a correctness child find its
+    own, while both find each other's compiled kernels; the next timing child finds its picks."""
+    compiled = tmp_path / "compiled"
+    compiled.mkdir()
+    pick = {"kernel.autotune.json": '{"key": [1], "configs_timings": []}'}
+    checking = _cache_use(compiled, False, {**pick, "kernel.cubin": "c"}, [])
+    timed = _cache_use(compiled, True, {"other.cubin": "t"}, ["kernel.autotune.json", "kernel.cubin"])
+    assert checking["manager"] == "FileCacheManager" and timed["manager"] == "TimedPicks"
+    assert timed["found"] == {"kernel.autotune.json": False, "kernel.cubin": True}
+    _cache_use(compiled, True, pick, [])
+    again = _cache_use(compiled, True, {}, ["kernel.autotune.json", "other.cubin"])
+    assert again["found"] == {"kernel.autotune.json": True, "other.cubin": True}
+    picks = sorted(p.name for p in compiled.rglob("*.autotune.json"))
+    assert picks == ["kernel.autotune.json", "timed-kernel.autotune.json"]
+
+
+AUTOTUNED = """
+import torch, triton, triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (256, 1024)], key=["n"])
+@triton.jit
+def add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n) + tl.load(y + offs, mask=offs < n), mask=offs < n)
+
+x = torch.ones(1 << 20, device="cuda")
+out = torch.empty_like(x)
+add[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, x, out, x.numel())
+print("tuned" if hasattr(add, "bench_time") else "found")
+"""
+
+
+@requires_gpu
+@pytest.mark.gpu
+def test_a_regrades_timing_child_times_the_configs_the_first_picked(tmp_path):
+    """On a GPU, a real autotuner: a timing child tunes once and the next timing child of the same
+    files finds its picks; a correctness child tunes for itself."""
+    compiled, script = tmp_path / "compiled", tmp_path / "tuned.py"
+    compiled.mkdir()
+    script.write_text(AUTOTUNED)  # Triton reads a kernel's source from its file
+
+    def run(timed: bool) -> str:
+        env = isolation.child_environment("cuda", tmp_path, compiled, timed=timed)
+        env["PYTHONPATH"] = str(REPO_ROOT)
+        ran = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        return ran.stdout.strip().splitlines()[-1]
+
+    assert [run(True), run(True), run(False), run(False)] == ["tuned", "found", "tuned", "found"]

@@ -11,6 +11,7 @@ them; test_grading_goes_on_where_namespaces_are_refused shows what happens there
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -314,19 +315,22 @@ def test_a_gradings_children_share_one_triton_cache_and_no_other_grading_sees_it
     assert (first / "compiled").stat().st_mode & 0o777 == 0o700
 
 
-def test_a_timed_phase_on_a_shared_gpu_tunes_afresh(tmp_path, monkeypatch):
-    """The autotuner's picks of a correctness run were timed beside other students' work: a timed
-    phase on a GPU shared with other workers (one with a gate) neither reads nor keeps them; alone
-    on its GPU, or checking correctness, a child reuses them."""
+def test_a_timing_child_keeps_its_autotuner_picks_apart(tmp_path, monkeypatch):
+    """The autotuner's picks of a correctness run were timed beside other students' work: every
+    timing child, on a shared GPU or not, keeps picks of its own (child/timed_picks.py), and only
+    a timing child does. A TA's own cache manager reaches no child."""
     from grader import grading
 
-    monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "1")  # a TA's own setting does not reach a retuning child
-    env = isolation.child_environment("cuda", Path("/tmp"), isolation.compiled_cache(tmp_path), retune=True)
-    assert "TRITON_CACHE_AUTOTUNING" not in env and env["TRITON_CACHE_DIR"] == str(tmp_path / "compiled")
+    monkeypatch.setenv("TRITON_CACHE_MANAGER", "somewhere:Else")
+    compiled = isolation.compiled_cache(tmp_path)
+    timed, checking = (isolation.child_environment("cuda", Path("/tmp"), compiled, timed=t) for t in (True, False))
+    assert timed["TRITON_CACHE_MANAGER"] == isolation.TIMED_PICKS and "TRITON_CACHE_MANAGER" not in checking
+    assert timed["TRITON_CACHE_AUTOTUNING"] == checking["TRITON_CACHE_AUTOTUNING"] == "1"
+    assert timed["TRITON_CACHE_DIR"] == checking["TRITON_CACHE_DIR"] == str(tmp_path / "compiled")
     seen = []
 
-    def child(job, workdir, view, timeout_s, gate=None, compiled=None, spawned=None, retune=False):
-        seen.append(retune)
+    def child(job, workdir, view, timeout_s, gate=None, compiled=None, spawned=None, timed=False):
+        seen.append(timed)
         raise RuntimeError("enough")
 
     monkeypatch.setattr(isolation, "run_child", child)
@@ -335,7 +339,7 @@ def test_a_timed_phase_on_a_shared_gpu_tunes_afresh(tmp_path, monkeypatch):
         with pytest.raises(RuntimeError):
             grading.run_tasks(Job("", "", "cuda", 0, "", []), [task], tmp_path, None, grading._Budget(60), phase=phase,
                               gate=gate)  # fmt: skip
-    assert seen == [True, False, False]
+    assert seen == [True, True, False]
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -472,7 +476,8 @@ def test_the_correctness_child_starts_before_its_cases_are_sized(tmp_path, monke
         return real_spawn(*args, **kwargs)
 
     def run_child(*args, **kwargs):
-        events.append("run ahead" if args[7] is not None else "run fresh")
+        spawned = inspect.signature(real_run_child).bind(*args, **kwargs).arguments.get("spawned")
+        events.append("run ahead" if spawned is not None else "run fresh")
         return real_run_child(*args, **kwargs)
 
     def size(*args, **kwargs):
