@@ -94,9 +94,15 @@ print(json.dumps({"manager": type(cache).__name__,
 """
 
 
-def _cache_use(compiled: Path, timed: bool, put: dict, look: list) -> dict:
+def _child_env(compiled: Path, timed: bool) -> dict[str, str]:
+    """A GPU-tier child's environment around the compilers' cache `compiled`."""
     env = isolation.child_environment("cuda", compiled.parent, compiled, timed=timed)
     env["PYTHONPATH"] = str(REPO_ROOT)  # Triton imports the timed picks' manager by name, as in a child
+    return env
+
+
+def _cache_use(compiled: Path, timed: bool, put: dict, look: list) -> dict:
+    env = _child_env(compiled, timed)
     ran = subprocess.run([sys.executable, "-c", CACHE_USE, json.dumps(put), json.dumps(look)], env=env,
                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
     return json.loads(ran.stdout.strip().splitlines()[-1])
@@ -146,9 +152,7 @@ def test_a_regrades_timing_child_times_the_configs_the_first_picked(tmp_path):
     script.write_text(AUTOTUNED)  # Triton reads a kernel's source from its file
 
     def run(timed: bool) -> str:
-        env = isolation.child_environment("cuda", tmp_path, compiled, timed=timed)
-        env["PYTHONPATH"] = str(REPO_ROOT)
-        ran = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+        ran = subprocess.run([sys.executable, str(script)], env=_child_env(compiled, timed), capture_output=True, text=True, timeout=300)
         assert ran.returncode == 0, ran.stderr[-2000:]
         return ran.stdout.strip().splitlines()[-1]
 
