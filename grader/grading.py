@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import cases, compile_cache, cuda_build, integrity, isolation, judging, overlap, reasons, sandbox
+from grader import (cases, compile_cache, cuda_build, integrity, isolation, judging, output_sizes, overlap, reasons,
+                    sandbox)
 from grader.child.submission import missing_file_message
 from grader.environment import describe
 from grader.gpu_lock import GpuLock
@@ -230,9 +231,10 @@ class AssignmentGrading:
     def spawn_correctness(self, builds: dict[str, cuda_build.Build]) -> isolation.Spawned | None:
         """The correctness cases' child, started before their tasks are built, where some part will
         have cases to run: it imports torch and Triton while this process works out each case's
-        output size, whose first use imports torch's compiler modules here (about 1.2 s on the
-        2-core machine; 4.7 s on an H200 machine whose eight workers all began at once, which had
-        held each first student's cases back by that much)."""
+        output size, where no earlier process kept them (output_sizes.py), whose first use imports
+        torch's compiler modules here (about 1.2 s on the 2-core machine; 4.7 s on an H200 machine
+        whose eight workers all began at once, which had held each first student's cases back by
+        that much)."""
         def has_cases(part: Part) -> bool:
             if part.is_cuda:
                 return not self.unbuilt(part, builds)  # a probe on the CPU tier, its cases on the GPU
@@ -460,7 +462,7 @@ class AssignmentGrading:
         return part.is_cuda and builds[part.name].library is None
 
     def task(self, part: Part, kind: str, index: int, case: Case, repeats: int = 1) -> Task:
-        cap = 2 * cases.output_bytes(self.assignment, part, case) + (1 << 20)
+        cap = 2 * output_sizes.output_bytes(self.assignment, part, case) + (1 << 20)
         seed = self.seed(part, "case", index)
         return Task(f"{part.name}:{kind}:{index}", part.name, kind, index, seed, repeats, cap)
 

@@ -462,14 +462,14 @@ def test_without_a_sandbox_a_child_runs_in_its_submission_folder(tmp_path):
 
 @pytest.mark.parametrize("present", [True, False])
 def test_the_correctness_child_starts_before_its_cases_are_sized(tmp_path, monkeypatch, present):
-    """Sizing each case's output (cases.output_bytes) imports torch's compiler modules in the
-    grading process the first time, seconds on a loaded machine: the correctness child is started
-    first and imports torch meanwhile, and the first run of cases goes to it. A submission without
-    the part's file starts no child at all."""
-    from grader import cases
+    """Sizing each case's output (output_sizes.output_bytes), where no earlier process kept the
+    sizes, imports torch's compiler modules in the grading process, seconds on a loaded machine:
+    the correctness child is started first and imports torch meanwhile, and the first run of cases
+    goes to it. A submission without the part's file starts no child at all."""
+    from grader import output_sizes
 
     events = []
-    real_spawn, real_run_child, real_size = isolation.spawn, isolation.run_child, cases.output_bytes
+    real_spawn, real_run_child, real_size = isolation.spawn, isolation.run_child, output_sizes.output_bytes
 
     def spawn(*args, **kwargs):
         events.append("spawn")
@@ -486,7 +486,7 @@ def test_the_correctness_child_starts_before_its_cases_are_sized(tmp_path, monke
 
     monkeypatch.setattr(isolation, "spawn", spawn)
     monkeypatch.setattr(isolation, "run_child", run_child)
-    monkeypatch.setattr(cases, "output_bytes", size)
+    monkeypatch.setattr(output_sizes, "output_bytes", size)
     submission = tmp_path / "student"
     shutil.copytree(REPO_ROOT / "solutions" / "vector_add", submission / "vector_add")
     if not present:
