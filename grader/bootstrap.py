@@ -60,12 +60,18 @@ def main() -> int:
     (purelib / "kernel-grader.pth").write_text("\n".join(lines) + "\n")
     wanted = [] if reuse else list(CPU_STACK)
     wanted += [LIGHT[m] for m in missing_modules(python, list(LIGHT))]
+    # pip byte-compiles what it installs one file after another; compileall does it on every core
+    # at once (torch's 2,300 modules: 41 s of set-up became 35 s on the 2-core machine, 2026-11-26).
+    install = [str(python), "-m", "pip", "install", "--quiet", "--no-compile"]
     if wanted:
         print(f"installing into .venv: {' '.join(wanted)}", flush=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *wanted], check=True)
+        subprocess.run([*install, *wanted], check=True)
     optional = [OPTIONAL[m] for m in missing_modules(python, list(OPTIONAL))]
-    if optional and subprocess.run([str(python), "-m", "pip", "install", "--quiet", *optional]).returncode != 0:
+    if optional and subprocess.run([*install, *optional]).returncode != 0:
         print(f"note: could not install {' '.join(optional)}; everything but `batch` works without it", flush=True)
+    if wanted or optional:
+        # Not checked: a file that does not compile is left to Python, as pip leaves it.
+        subprocess.run([str(python), "-m", "compileall", "-qq", "-j", "0", str(purelib)], check=False)
     origin = "the system's torch and Triton" if reuse else "torch (CPU build) and Triton from PyPI"
     versions = run(str(python), "-c", "import torch, triton; print(torch.__version__, triton.__version__)")
     print(f".venv ready with {origin}: torch {versions.split()[0]}, triton {versions.split()[1]}")
