@@ -74,7 +74,7 @@ def main() -> int:
         subprocess.run([str(python), "-m", "compileall", "-qq", "-j", "0", str(purelib)], check=False)
     # The grader's own modules too: every grading process and child imports them, and where the
     # environment sets PYTHONDONTWRITEBYTECODE (or a child's read-only sandbox) nothing would cache
-    # them (0.3 s of each `grade` on the 2-core machine). A later edit makes a file's cache stale,
+    # them (about 0.25 s of each `grade` on the 2-core machine). A later edit makes a file's cache stale,
     # and Python compiles that file as it would without one.
     subprocess.run([str(python), "-m", "compileall", "-qq", "-j", "0", str(ROOT / "grader")], check=False)
     origin = "the system's torch and Triton" if reuse else "torch (CPU build) and Triton from PyPI"

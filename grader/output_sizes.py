@@ -8,8 +8,9 @@ their first children's imports of torch (2026-11-26). The sizes depend only on t
 files, the grader and torch, so the first process that needs them works them out for every case
 of the assignment and keeps them in a file under the grader's cache folder; the others (a
 batch's other workers, which wait for that file rather than each work them out, or the next
-`make grade`) read it. The file is the TA's, out of every sandbox's sight; what it holds is
-checked all the same, and a file that cannot be read or written costs only the import.
+`make grade`) read it. The file is the TA's, out of every sandbox's sight (where the OS refuses
+the sandbox, a child could rewrite it, as it could every other file of the TA's); what it holds
+is checked all the same, and a file that cannot be read or written costs only the import.
 """
 
 from __future__ import annotations
