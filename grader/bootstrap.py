@@ -69,14 +69,13 @@ def main() -> int:
     optional = [OPTIONAL[m] for m in missing_modules(python, list(OPTIONAL))]
     if optional and subprocess.run([*install, *optional]).returncode != 0:
         print(f"note: could not install {' '.join(optional)}; everything but `batch` works without it", flush=True)
-    if wanted or optional:
-        # Not checked: a file that does not compile is left to Python, as pip leaves it.
-        subprocess.run([str(python), "-m", "compileall", "-qq", "-j", "0", str(purelib)], check=False)
     # The grader's own modules too: every grading process and child imports them, and where the
     # environment sets PYTHONDONTWRITEBYTECODE (or a child's read-only sandbox) nothing would cache
     # them (about 0.25 s of each `grade` on the 2-core machine). A later edit makes a file's cache stale,
-    # and Python compiles that file as it would without one.
-    subprocess.run([str(python), "-m", "compileall", "-qq", "-j", "0", str(ROOT / "grader")], check=False)
+    # and Python compiles that file as it would without one. Not checked: a file that does not
+    # compile is left to Python, as pip leaves it.
+    folders = [str(purelib)] if wanted or optional else []
+    subprocess.run([str(python), "-m", "compileall", "-qq", "-j", "0", *folders, str(ROOT / "grader")], check=False)
     origin = "the system's torch and Triton" if reuse else "torch (CPU build) and Triton from PyPI"
     versions = run(str(python), "-c", "import torch, triton; print(torch.__version__, triton.__version__)")
     print(f".venv ready with {origin}: torch {versions.split()[0]}, triton {versions.split()[1]}")
