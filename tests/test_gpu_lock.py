@@ -30,7 +30,8 @@ def _hold(lock: GpuLock, how: str, log: list, name: str, entered: threading.Even
         log.append(waited)
         entered.set()
         release.wait(10)
-    log.append(f"{name} out")
+        # Inside the hold, its last step: whoever the release lets in logs after this.
+        log.append(f"{name} out")
 
 
 def _start(lock, how, log, name):
