@@ -419,7 +419,9 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     gate_fd, gate_opener = os.pipe() if gated else (-1, -1)
     lifeline, kept = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
     held = held and gated
-    inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload]
+    from grader import triton_key  # here: it keeps its file beside compile_cache's, which imports this module
+
+    inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload, triton_key.triton_key()]
     inner += [str(gate_fd)] if held else []  # the child waits on its gate before it imports
     seccomp = sandbox.seccomp_filter() if view else None
     compiled = compiled or compiled_cache(workdir)

@@ -8,17 +8,14 @@ their first children's imports of torch (2026-11-26). The sizes depend only on t
 files, the grader and torch, so the first process that needs them works them out for every case
 of the assignment and keeps them in a file under the grader's cache folder; the others (a
 batch's other workers, which wait for that file rather than each work them out, or the next
-`make grade`) read it. The file is the TA's, out of every sandbox's sight (where the OS refuses
-the sandbox, a child could rewrite it, as it could every other file of the TA's); what it holds
-is checked all the same, and a file that cannot be read or written costs only the import.
+`make grade`) read it (kept.py). What the file holds is checked all the same, and a file that
+cannot be read or written costs only the import.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import torch
@@ -26,6 +23,7 @@ import torch
 import grader
 from grader import cases
 from grader.compile_cache import CACHE_ROOT
+from grader.kept import kept
 from grader.spec import Assignment, Case, Part
 
 ROOT = CACHE_ROOT.parent / "output-sizes"
@@ -55,25 +53,7 @@ def _file(assignment: Assignment) -> Path:
 def _sizes(assignment: Assignment) -> dict[str, int]:
     path = _file(assignment)
     if path not in _known:
-        try:
-            ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
-            lock = os.open(ROOT / f"{assignment.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # a batch's workers: one works them out, the others read
-                sizes = _read(path)
-                if sizes is None:
-                    sizes = _work_out(assignment)
-                    partial = path.with_suffix(f".{os.getpid()}.partial")
-                    partial.write_text(json.dumps(sizes))
-                    partial.replace(path)
-                    for stale in ROOT.glob(f"{assignment.name}-*.json"):  # of other files, grader or torch
-                        if stale != path:
-                            stale.unlink(missing_ok=True)
-            finally:
-                os.close(lock)  # closing releases it
-        except OSError:
-            sizes = _work_out(assignment)
-        _known[path] = sizes
+        _known[path] = kept(path, assignment.name, _read, lambda: _work_out(assignment), json.dumps)
     return _known[path]
 
 

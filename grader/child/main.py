@@ -75,6 +75,21 @@ def gib_fraction(gib: float, total: int) -> float:
     return gib * 2**30 / total
 
 
+def _use_triton_key(key: str) -> None:
+    """Triton's digest of its own files, as the parent worked it out (grader/triton_key.py), in
+    place of hashing them here: what Triton's cache and autotuner call, before any student code."""
+    if not key:
+        return
+    from triton.runtime import autotuner, cache
+
+    def triton_key() -> str:
+        return key
+
+    for module in (cache, autotuner):
+        if hasattr(module, "triton_key"):
+            module.triton_key = triton_key
+
+
 def _preload(what: str) -> None:
     """A child started ahead of its job (isolation.spawn) imports what it will need meanwhile:
     torch and Triton, and with "compile" torch.compile's modules. Nothing starts on the GPU."""
@@ -94,24 +109,27 @@ def _key_triton() -> None:
     even one that finds the kernel in the cache, hashes Triton's own files (its 415 MB library
     among them) into the cache key, once per process: that first compile took 0.35 s of a timed
     phase's first benchmark on an H200, while the phase held the GPU alone, and the hash alone
-    takes 0.28 s on the 2-core machine. Done here, before any gate, it is kept for the process
-    (`triton_key` is cached), and student code finds it done."""
+    takes 0.28 s on the 2-core machine. The parent hands it over (`_use_triton_key`), so this
+    takes nothing; where it did not (no Triton in the parent's Python), the hash is done here,
+    before any gate, kept for the process (`triton_key` is cached), and student code finds it done."""
     from triton import knobs
-    from triton.runtime.cache import triton_key
+    from triton.runtime import cache
 
     if not knobs.runtime.interpret:
-        triton_key()
+        cache.triton_key()
     # The cache manager the grader named for this child (isolation.TIMED_PICKS) is imported here,
     # before any student code, not at the first autotuning, inside a student's call.
     knobs.cache.manager_class  # noqa: B018
 
 
-def main(lifeline: str, preload: str = "", held: str = "") -> None:
+def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "") -> None:
     _die_with(int(lifeline))
     if held:
         # Started ahead on a GPU shared with other gradings, it imports only once the parent lets
         # it, on its gate (isolation.Spawned.let_import): not all at once with the other child.
         _wait_at_gate(int(held))
+    if preload in ("torch", "compile"):
+        _use_triton_key(triton_key)
     _preload(preload)
     raw = sys.stdin.buffer.read(MAX_JOB_BYTES)
     sys.stdin.close()
@@ -121,6 +139,8 @@ def main(lifeline: str, preload: str = "", held: str = "") -> None:
     writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
     job.key = ""
     del raw
+    if preload not in ("torch", "compile"):
+        _use_triton_key(triton_key)  # before the first compile (it was, where this child preloaded)
     if job.device == "cuda":
         import torch  # noqa: F401 (no CUDA yet: importing starts nothing on the GPU)
         import triton  # noqa: F401
