@@ -51,3 +51,14 @@ def test_a_folder_this_user_cannot_write_is_named_and_left_alone(lent, monkeypat
     assert unwritable == [lent / "alpha"]
     assert not (lent / "alpha" / "__pycache__").exists()
     assert list((lent / "__pycache__").glob("beta.*.pyc"))
+
+
+def test_an_installation_with_bytecode_is_left_as_it_is(lent):
+    """Where the first package already has its bytecode (pip wrote it), nothing is imported or compiled."""
+    import py_compile
+
+    py_compile.compile(str(lent / "alpha" / "__init__.py"), doraise=True)
+    assert not bootstrap.lacks_bytecode(Path(sys.executable), ["alpha.sub"])
+    assert bootstrap.byte_compile_reused(Path(sys.executable), [str(lent)], ["alpha.sub"]) == []
+    assert not list((lent / "alpha" / "__pycache__").glob("sub.*.pyc"))
+    assert not (lent / "__pycache__").exists()
