@@ -128,8 +128,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         # Started ahead on a GPU shared with other gradings, it imports only once the parent lets
         # it, on its gate (isolation.Spawned.let_import): not all at once with the other child.
         _wait_at_gate(int(held))
-    if preload in ("torch", "compile"):
-        _use_triton_key(triton_key)
+    _use_triton_key(triton_key)  # before anything compiles: every child imports Triton
     _preload(preload)
     raw = sys.stdin.buffer.read(MAX_JOB_BYTES)
     sys.stdin.close()
@@ -139,8 +138,6 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
     job.key = ""
     del raw
-    if preload not in ("torch", "compile"):
-        _use_triton_key(triton_key)  # before the first compile (it was, where this child preloaded)
     if job.device == "cuda":
         import torch  # noqa: F401 (no CUDA yet: importing starts nothing on the GPU)
         import triton  # noqa: F401
