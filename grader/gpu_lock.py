@@ -14,9 +14,9 @@ other students' phases. It favours the timing phase: one that waits holds a turn
 every new correctness phase must pass, so a stream of correctness runs cannot starve it; every
 one that waits is in a queue, which a new correctness phase lets go first as a whole (between
 two timed phases the GPU goes to the next one, not to a correctness run that would hold it
-until its next case); and a correctness phase under way lets it go first at its next case
-(`timing_waits`; grading.AssignmentGrading.gpu ends that child there and goes on in a fresh one
-after the timed phase), so one long run of cases does not hold it back. The grader's own short
+until its cases end; `timing_waits`). A correctness phase under way runs its cases to the end:
+ending its child early would change what its student's code finds in its process
+(grading.AssignmentGrading.gpu). The grader's own short
 holds that bring a student to the queue (judging the cases, a child's start of CUDA) do not
 wait at the turnstile (`beside`), though never during a timed phase.
 
@@ -71,7 +71,7 @@ class GpuLock:
         the seconds it waited. It passes the turnstile behind a timed phase that holds it, and,
         where it `defer`s, only once no other timed phase is queued either: between two timed
         phases the GPU goes to the next one, not to a correctness run that would hold it until
-        its next case (a timed phase's own start of CUDA, short and running no student code,
+        its cases end (a timed phase's own start of CUDA, short and running no student code,
         does not defer)."""
         started = time.monotonic()
         with _logged("shared", label) as got, ExitStack() as held:
@@ -133,7 +133,7 @@ class GpuLock:
 
     def timing_waits(self) -> bool:
         """Whether a timed phase waits for the GPU (each holds the queue shared while it waits).
-        Asked by a correctness phase between two cases, and by one about to take the GPU."""
+        Asked by a correctness phase about to take the GPU."""
         fd = os.open(self.queue, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -30,12 +30,6 @@ from grader.spec import Assignment, Case, Part
 
 LOAD_REASONS = reasons.LOAD
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
-MAX_YIELDS = 2  # times a correctness phase ends its child so that another student's timed phase goes first
-# A correctness phase lets a waiting timed phase go first only once it has held the GPU this long,
-# its earlier runs' holds counted too (AssignmentGrading.gpu): a shorter one finishes its cases, and
-# its student is next in line to time. Counted per run, an autotuned student's run after a yield had
-# held the GPU 5.5 s more, 3 s of them while a timed phase waited (an H200, a class of 20).
-YIELD_AFTER_S = 5.0
 
 
 @dataclass
@@ -371,26 +365,21 @@ class AssignmentGrading:
         students' work, is then not part of the phase's own hold); its second stage ("run") takes
         the phase's own hold before any student code runs: shared while correctness runs, alone
         while timing. The hold is kept until the phase ends (a second child of the phase passes at
-        once), except that between two correctness cases (stage "next") a correctness phase lets a
-        timed phase that waits go first (up to MAX_YIELDS times), once it has held the GPU for
-        YIELD_AFTER_S: its child is ended there, the hold let go once the child is gone ("ended"),
-        and the next child takes the GPU again after that phase. Ended, not paused: a child that
-        only waited at its gate could be made to run on (its code can reach the gate), inside the
-        other student's timed phase. On an H100 one assignment's 17.7 s of cases had held the first
-        timed phase back by 14.5 s. A run of cases that began shortly before goes on to its end: on
-        an H200 (a class of 20, eight workers) a timed phase that took the GPU had ended four
-        students' runs 1.9 to 2.2 s after they began, each then took 3.4 to 3.8 s again in a fresh
-        child, and the GPU then went 5.4 s without a timed phase. Waiting costs this grading none of
-        its time limit."""
+        once). A timed phase that waits lets no new correctness phase start (gpu_lock's turnstile),
+        but one under way runs its cases to the end in the same child. Ending that child between
+        two cases to let the timed phase go first (as the grader once did) changed verdicts: code
+        whose behaviour depends on what ran before it in the process then met a fresh process
+        part-way, when and only when another student was waiting to time. attorch's GELU, whose
+        kernel fails Triton's first compile in a process and passes every later one, lost its
+        first case graded alone and three cases in a class of 20 sharing an H100 (2026-11-26).
+        Waiting costs this grading none of its time limit."""
         lock = _gpu_lock(self)
         if lock is None:
             yield None
             return
         with ExitStack() as hold:
             starting = hold.enter_context(ExitStack())  # a child's hold while it starts CUDA
-            held = [hold.enter_context(ExitStack())]  # the phase's own hold
-            taken, yields, timed = [], [], []
-            since = [time.monotonic(), 0.0]  # when the phase's hold was taken, the last time; seconds held before
+            taken, timed = [], []  # the phase's own hold, once taken; its exclusive holds
 
             def take(how: str, stage: str = "") -> ExitStack:
                 label = f"{self.assignment.name} {phase}{stage}"
@@ -405,21 +394,9 @@ class AssignmentGrading:
                 return stack
 
             def gate(stage: str) -> bool:
-                if stage == "next":  # False: end the child here, a timed phase waits
-                    held_s = since[1] + time.monotonic() - since[0]
-                    if (phase == "timing" or len(yields) >= MAX_YIELDS or held_s < YIELD_AFTER_S
-                            or not lock.timing_waits()):  # fmt: skip
-                        return True
-                    yields.append(stage)
-                    return False
                 if stage == "timed":  # a timed phase's timings are over: sending and judging its outputs are not
                     for exclusive in timed:
                         exclusive.share()
-                    return True
-                if stage == "ended":
-                    held[0].close()
-                    taken.clear()
-                    since[1] += time.monotonic() - since[0]
                     return True
                 if taken:
                     return True  # the phase holds the GPU already
@@ -427,11 +404,7 @@ class AssignmentGrading:
                     starting.enter_context(take("beside", stage=" cuda start"))
                     return True
                 starting.close()
-                if phase == "timing":
-                    held[0] = take("timed")
-                else:
-                    held[0] = take("shared", stage=" again, after a timed phase" if yields else "")
-                    since[0] = time.monotonic()
+                take("timed" if phase == "timing" else "shared")
                 taken.append(phase)
                 return True
 

@@ -106,7 +106,6 @@ class ChildRun:
     gpu_reserved_bytes: int = 0  # the child's own figure (Finished), within its cap; 0 if none came
     imported: bool = False  # with a gate: the child imported torch and waited to start CUDA
     gates: list[tuple[float, float | None]] = field(default_factory=list)  # each wait at the gate (monotonic)
-    yielded: bool = False  # killed between two tasks so that another student's timed phase could go first
     gate_error: BaseException | None = None  # what the gate raised (a fault of the grader's), re-raised to the caller
 
     def waited(self, now: float) -> float:
@@ -142,9 +141,6 @@ class ChildRun:
         code = self.returncode
         tail = "\n".join(self.stderr.strip().splitlines()[-12:])
         detail = f"\nLast lines of stderr:\n{tail}" if tail else ""
-        if self.yielded:  # it was to wait at the gate between two tasks, and a task had begun
-            return "tampering", ("the process began a task while the grader held it between two tasks: "
-                                 "code in it read or replaced the grader's gate")  # fmt: skip
         if self.violation:
             return self.violation.reason, f"{self.violation.message}{detail}"
         if self.limit_hit:
@@ -210,9 +206,7 @@ class _Channel(threading.Thread):
         elif isinstance(message, Done) and message.task == run.in_flight:
             run.outcomes[message.task] = message
             run.task_seconds[message.task] = time.monotonic() - run.task_began[message.task]
-            if self.open_gate is not None and len(run.outcomes) < len(self.tasks):
-                self.open_gate("next")  # the child waits for it before its next task
-            elif self.open_gate is not None and not run.stopped():
+            if self.open_gate is not None and len(run.outcomes) == len(self.tasks) and not run.stopped():
                 self.open_gate("timed")  # every task is done: what is left to send is no timing
         elif isinstance(message, Finished):
             run.finished = True
@@ -457,12 +451,12 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
               spawned: Spawned | None = None, timed: bool = False) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
     With a `gate`, the child waits until `gate(stage)` returns: once torch is imported, before
-    it starts CUDA (stage "cuda"), once its harness is up, before any student code ("run"), and
-    between two tasks ("next"); those waits count against no time limit. Where the "next" stage
-    returns False the child is killed there, between two tasks, and once it is gone the gate is
-    told so ("ended"): the remaining tasks go on in a fresh child (grading.run_tasks). Once the
-    last task's Done is in, the gate is told so without a wait ("timed": what the child sends
-    after it, the outputs it kept for later, is no timing). `compiled`
+    it starts CUDA (stage "cuda"), and once its harness is up, before any student code ("run");
+    those waits count against no time limit. Once the last task's Done is in, the gate is told so
+    without a wait ("timed": what the child sends after it, the outputs it kept for later, is no
+    timing). Nothing ends a child between two tasks to let another student go first: a child's
+    tasks run in one process whatever else the GPU is doing, so a submission's verdicts never
+    depend on the other gradings beside it (grading.AssignmentGrading.gpu). `compiled`
     is the grading's compilers' cache (compile_cache.py; by default one in `workdir`; `timed`: see
     child_environment). `spawned`, a child started ahead (`spawn`,
     with a gate where `gate` is given), gets this job; without it a child starts now. The time
@@ -476,22 +470,16 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     process, watchdog = child.process, child.watchdog
 
     def open_gate(stage: str) -> None:
-        if run.yielded:
-            return  # it is being ended: a Done that was already on its way opens nothing
         if stage == "timed":  # no wait: the phase is told its timings are over, the child goes on
             _tell(gate, stage, run, watchdog)
             return
         run.gates.append((time.monotonic(), None))
         try:
-            go = _tell(gate, stage, run, watchdog)
+            _tell(gate, stage, run, watchdog)
         finally:
             # A wait at the gate that never closed would move the child's deadline for ever.
             run.gates[-1] = (run.gates[-1][0], time.monotonic())
         if run.gate_error is not None:
-            return
-        if go is False:  # between two tasks, the phase lets another go first: this child ends here
-            run.yielded = True
-            watchdog.kill_all()
             return
         try:
             os.write(child.gate_opener, b"g")
@@ -513,8 +501,6 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
     if run.gate_error is not None:
         raise run.gate_error
-    if run.yielded:
-        gate("ended")  # it and all it started are gone: the phase may let go of the GPU
     return run
 
 

@@ -39,7 +39,6 @@ _max_memory_allocated = torch.cuda.max_memory_allocated
 _reset_peak = torch.cuda.reset_peak_memory_stats
 _max_memory_reserved = torch.cuda.max_memory_reserved
 _perf_counter = time.perf_counter
-_read = os.read  # the gate between tasks (main.py), read through the function taken before student code ran
 _take_state, _put_state_back, _check_clean = dispatch_state.take, dispatch_state.put_back, dispatch_state.check_clean
 _HARNESS_MODES = (GuardedAllocations,)  # the only mode the harness puts on a stack around a call (monitor.py)
 
@@ -333,9 +332,7 @@ class Worker:
     def run(self) -> None:
         runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe}
         reserved = 0
-        for index, task in enumerate(self.job.tasks):
-            if index and self.job.gate_fd >= 0 and not _read(self.job.gate_fd, 1):
-                os._exit(0)  # the parent is gone: nothing to grade
+        for task in self.job.tasks:
             self.send(Start(task.id))
             try:
                 # Whatever student code ran inside the harness's own (a finalizer of an object the
