@@ -1,0 +1,60 @@
+"""A timing child compiles each shown torch.compile baseline before its timed phase (child/main.py
+`_warm_compiled_baselines`), so that the compile inside the phase, afresh per benchmark, finds
+inductor's graph in the grading's compiler cache instead of making it while the GPU is held alone.
+Checked on the CPU, where inductor compiles too: the same cache, the same counters."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from grader.spec import REPO_ROOT
+
+# In a process of its own: inductor's state and counters are per process. With `warm`, the
+# child's warm-up runs first; then the timed phase's compile, as timing.shown_baseline makes it.
+PROBE = """
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+from grader import cases
+from grader.child import main
+from grader.spec import load_assignment
+
+warm, folder = sys.argv[1] == "warm", sys.argv[2]
+assignment = load_assignment(Path(folder))
+part = next(p for p in assignment.parts if p.shown and p.shown.compiled)
+index = 0
+task = SimpleNamespace(kind="bench", part=part.name, index=index, seed=7)
+job = SimpleNamespace(device="cuda", assignment_dir=folder, tasks=[task])
+assert main._compiled_baselines(job) == [task]
+if warm:
+    main._warm_compiled_baselines(job, [task], device="cpu")
+counters.clear()
+inputs = cases.make_inputs(assignment, part, part.benchmarks[index], 8, "cpu")
+with torch.no_grad():
+    torch._dynamo.reset()
+    torch.compile(cases.function(assignment, part.shown.function), dynamic=False)(**inputs)
+print(json.dumps(dict(counters["inductor"])))
+"""
+
+
+def test_the_timed_phases_compile_of_a_shown_baseline_finds_the_warmed_graph(tmp_path):
+    # GELU's own files, its benchmarks a thousand times smaller: inductor compiles the same graph.
+    folder = tmp_path / "gelu"
+    shutil.copytree(REPO_ROOT / "assignments" / "gelu", folder)
+    spec = (folder / "assignment.toml").read_text()
+    assert spec.count('benchmarks = ["float32 67108864", "bfloat16 67108864"]') == 1
+    (folder / "assignment.toml").write_text(spec.replace('"float32 67108864", "bfloat16 67108864"', '"float32 65536"'))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", PROBE, "warm", str(folder)], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    # Without the warm-up (the probe's argument "cold") the same compile counts a fxgraph_cache_miss, no hit.
+    assert found.get("fxgraph_cache_hit", 0) >= 1 and not found.get("fxgraph_cache_miss"), found
