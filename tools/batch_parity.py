@@ -38,8 +38,10 @@ from conftest import known_wrong  # noqa: E402  (the known-wrong submissions' ed
 KNOWN_WRONG = {
     "vector_add": ["no_tail_mask", "tail_block_copy_paste", "returns_input", "caches_by_shape", "stack_and_sum",
                    "torch_in_kernel_body", "segfault"],
+    "gelu": ["no_tail_mask", "erf_gelu", "tanh_overflow", "torch_gelu", "unfused_chain", "two_kernels",
+             "cuda_no_tail"],
 }  # fmt: skip
-CORPUS = {"vector_add": "triton_tutorial_vector_add"}
+CORPUS = {"vector_add": "triton_tutorial_vector_add", "gelu": "attorch_gelu"}
 SOLUTION_COPIES = 8
 STARTERS = 2
 
@@ -59,6 +61,19 @@ VARIANTS = {
              "    add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=block_size)\n",
              "    grid = lambda meta: (triton.cdiv(n_elements, meta['BLOCK_SIZE']),)\n"
              "    add_kernel_tuned[grid](x, y, out, n_elements)\n"),
+        ],
+    },
+    "gelu": {
+        "slow_small_blocks": [("BLOCK_SIZE = 4096\n", "BLOCK_SIZE = 128\n")],
+        "autotuned": [
+            ("def gelu(x: torch.Tensor) -> torch.Tensor:\n",
+             "gelu_kernel_tuned = triton.autotune(\n"
+             "    configs=[triton.Config({'BLOCK_SIZE': b}, num_warps=w) for b, w in ((1024, 4), (2048, 8), (4096, 8), (8192, 16))],\n"
+             "    key=['n_elements'],\n"
+             ")(gelu_kernel)\n\n\n"
+             "def gelu(x: torch.Tensor) -> torch.Tensor:\n"),
+            ("    gelu_kernel[grid](x, out, n_elements, BLOCK_SIZE=BLOCK_SIZE, num_warps=NUM_WARPS)\n",
+             "    gelu_kernel_tuned[lambda meta: (triton.cdiv(n_elements, meta['BLOCK_SIZE']),)](x, out, n_elements)\n"),
         ],
     },
 }  # fmt: skip
