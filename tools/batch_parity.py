@@ -5,7 +5,7 @@
     python tools/batch_parity.py --compare                # both passes' outputs, side by side
 
 The class is built under --dir (default batch-parity/) from this repository, for one assignment
-(default vector_add): copies of the solution (each student's a line apart, so each has a
+(vector_add by default, or gelu): copies of the solution (each student's a line apart, so each has a
 submission hash of its own), the starter, the known-wrong and hostile submissions named below
 (tests/submissions, their edits made), a slow one and an autotuned one (edits of the solution
 written here), and the public kernel of tests/corpus. Each pass grades it with
