@@ -513,15 +513,14 @@ def _widen(pipe: int) -> None:
         pass
 
 
-def _tell(gate: Callable[[str], object], stage: str, run: ChildRun, watchdog) -> object:
-    """What `gate(stage)` says; where it raises (the grader's own fault) the child is ended, and
-    run_child raises it once the child is gone."""
+def _tell(gate: Callable[[str], object], stage: str, run: ChildRun, watchdog) -> None:
+    """Pass `stage` to the gate (it returns once the phase may go on); where it raises (the
+    grader's own fault) the child is ended, and run_child raises it once the child is gone."""
     try:
-        return gate(stage)
+        gate(stage)
     except BaseException as error:
         run.gate_error = error
         watchdog.kill_all()
-        return None
 
 
 def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: ChildRun, gated: bool) -> bool:
