@@ -188,6 +188,10 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         _wait_at_gate(job.gate_fd)
     if job.device == "cuda":
         _prepare_cuda(job.gpu_memory_gib)
+        if not any(task.kind == "bench" for task in job.tasks):
+            from grader.child import correctness_autotune
+
+            correctness_autotune.install()  # a correctness run: its autotuners time configs briefly
     else:
         from grader.child import interpreter
 
