@@ -21,7 +21,7 @@ REPO = TESTS.parent
 # An Autotuner over three configs of a stand-in kernel that records each launch's BLOCK, with
 # triton.testing.do_bench replaced by a recorder that "times" BLOCK 1024 fastest.
 PRELUDE = """
-import json, time
+import json
 import triton, triton.testing
 from triton.runtime.autotuner import Autotuner
 from grader.child import correctness_autotune

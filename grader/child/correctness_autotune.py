@@ -1,12 +1,12 @@
-"""A correctness child's `@triton.autotune` on the GPU tier: the same choice, timed briefly.
+"""A correctness child's `@triton.autotune` on the GPU tier: the fastest config, timed briefly.
 
 Triton's autotuner times each config of every new key with `triton.testing.do_bench` (25 ms of
 warm-up and 100 ms of repetitions, each after a 256 MB clearing of the L2), and keeps the fastest.
 In a correctness run that timing only picks the config whose output the case checks: it is taken
 beside other students' work on a shared GPU (gpu_lock.py), so the pick is noise-bound anyway, and
 the timing child tunes again, with the GPU to itself, and times and checks the config it picks
-(timed_picks.py). Yet it is where an autotuned submission's correctness run spent most of its time,
-holding the shared GPU that every waiting timed phase needs: graded alone on an H100 (2026-11-26,
+(timed_picks.py). Yet it was much of an autotuned submission's correctness run, which holds the
+shared GPU that every waiting timed phase needs: graded alone on an H100 (2026-11-26,
 caches cold), the correctness run of a vector addition tuned over four block sizes took 10.8 s with
 Triton's budgets and 3.8 s with these; attorch's GELU 13.3 s and 3.6 s; Triton's tutorial matrix
 multiplication (16 configs, most of its time compiling them) 210.1 s and 173.0 s; every verdict the
