@@ -14,7 +14,9 @@ alone (one device command each). When both passes are there, the comparison says
 
 - the speed-up of the shared pass over the serial one (the issue asks for at least 3x);
 - whether grades.csv is the same, student by student;
-- every timed benchmark's ratio to its baseline in both passes, and the largest move (at most 3%).
+- every timed benchmark's ratio to its baseline in both passes, and the largest move (at most 3%);
+- from the shared pass's hold log (kept beside its folder), how long it would have taken with no gap
+  between its timed phases (`no_gap_bound`): the best speed-up any schedule could give it on one GPU.
 
 Exit status 0 when all three hold, 1 when one does not, 2 when a pass is missing.
 """
@@ -119,14 +121,17 @@ def grade(folder: Path, out: Path, assignment: str, workers: int, device: str) -
         shutil.rmtree(stale, ignore_errors=True)
     command = [sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), "--assignment", assignment,
                "--device", device, "--workers", str(workers)]  # fmt: skip
+    # The GPU lock's hold log (a pass that shares a GPU writes one), unless one was asked for elsewhere.
+    holds = Path(os.environ.get("GRADER_GPU_LOCK_LOG") or out.with_name(f"{out.name}-holds.log"))
+    holds.unlink(missing_ok=True)
     started, began = time.monotonic(), time.time()
     # Exit status 1 only says that some grading failed inside the grader: the comparison shows it.
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "GRADER_GPU_LOCK_LOG": str(holds)}
     if subprocess.run(command, cwd=REPO, check=False, env=env).returncode not in (0, 1):
         raise SystemExit(f"the batch did not run: {' '.join(command)}")
     seconds = time.monotonic() - started
-    # The epoch times place the pass beside the GPU lock's hold log (GRADER_GPU_LOCK_LOG), if one was kept.
-    walls = {"seconds": seconds, "workers": workers, "began": began, "ended": time.time()}
+    # The epoch times place the pass beside the GPU lock's hold log.
+    walls = {"seconds": seconds, "workers": workers, "began": began, "ended": time.time(), "holds": str(holds)}
     (out / "wall.json").write_text(json.dumps(walls))
     return seconds
 
@@ -162,6 +167,32 @@ def waiting(out: Path) -> float:
     return total
 
 
+def no_gap_bound(wall: dict) -> dict | None:
+    """What a shared pass on one GPU would have taken with no gap between its timed phases, worked
+    out from its hold log: a timed phase starts only when no correctness run holds the GPU, and no
+    other starts until the child that ran it has sent its outputs and ended. So a pass lasts at
+    least until its first timed phase, plus every timed phase's hold, plus every sending but the
+    last, plus what came after the last timed phase (its sending, its judging, the batch's end).
+    None where the pass kept no log, or timed nothing."""
+    log = Path(wall.get("holds", ""))
+    if not wall.get("holds") or not log.is_file():
+        return None
+    timed, sendings = [], []
+    for line in log.read_text().splitlines():
+        how, _asked, got, released, _pid, *label = line.split()
+        if how == "exclusive":
+            timed.append((float(got) - wall["began"], float(released) - wall["began"]))
+        elif " ".join(label).endswith(" sending"):
+            sendings.append((float(got), float(released) - float(got)))
+    if not timed:
+        return None
+    timed.sort()
+    sent = [seconds for _, seconds in sorted(sendings)[:-1]]
+    parts = {"first_timed_s": timed[0][0], "timed_s": sum(end - start for start, end in timed),
+             "sendings_but_the_last_s": sum(sent), "after_the_last_timed_s": wall["seconds"] - timed[-1][1]}  # fmt: skip
+    return {**parts, "timed_phases": len(timed), "seconds": sum(parts.values())}
+
+
 def compare(serial: Path, shared: Path) -> tuple[dict, bool]:
     walls = {name: json.loads((out / "wall.json").read_text()) for name, out in (("serial", serial), ("shared", shared))}
     speedup = walls["serial"]["seconds"] / walls["shared"]["seconds"]
@@ -175,7 +206,7 @@ def compare(serial: Path, shared: Path) -> tuple[dict, bool]:
     summary = {
         "walls": walls, "speedup": speedup, "same_grades_csv": same_grades, "timed_in_both": complete,
         "largest_ratio_move": worst, "waiting_s": {"serial": waiting(serial), "shared": waiting(shared)},
-        "ratios": table,
+        "no_gap_bound": no_gap_bound(walls["shared"]), "ratios": table,
     }  # fmt: skip
     return summary, speedup >= 3.0 and same_grades and complete and worst <= 0.03
 
@@ -211,6 +242,12 @@ def main() -> int:
           f"{walls['shared']['seconds']:.1f} s: {summary['speedup']:.2f}x; grades.csv the same: "
           f"{summary['same_grades_csv']}; largest ratio move {summary['largest_ratio_move']:.1%}; "
           f"waiting for the lock {summary['waiting_s']['shared']:.1f} s")  # fmt: skip
+    bound = summary["no_gap_bound"]
+    if bound:
+        print(f"with no gap between its {bound['timed_phases']} timed phases (first at {bound['first_timed_s']:.1f} s, "
+              f"{bound['timed_s']:.1f} s held alone, sendings {bound['sendings_but_the_last_s']:.1f} s, then "
+              f"{bound['after_the_last_timed_s']:.1f} s) the shared pass would take {bound['seconds']:.1f} s: "
+              f"{walls['serial']['seconds'] / bound['seconds']:.2f}x at best on one GPU")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     return 0 if holds else 1
