@@ -18,7 +18,7 @@ alone (one device command each). When both passes are there, the comparison says
 - from the shared pass's hold log (kept beside its folder), how long it would have taken with no gap
   between its timed phases (`no_gap_bound`): the best speed-up any schedule could give it on one GPU.
 
-Exit status 0 when all three hold, 1 when one does not, 2 when a pass is missing.
+Exit status 0 when the first three hold, 1 when one does not, 2 when a pass is missing.
 """
 
 from __future__ import annotations
