@@ -32,9 +32,10 @@ part = next(p for p in assignment.parts if p.shown and p.shown.compiled)
 index = 0
 task = SimpleNamespace(kind="bench", part=part.name, index=index, seed=7)
 job = SimpleNamespace(device="cuda", assignment_dir=folder, tasks=[task])
-assert main._compiled_baselines(job) == [task]
+loaded, shown = main._compiled_baselines(job, main._benchmarks(job))
+assert shown == [task] and [p.name for p in loaded.parts] == [p.name for p in assignment.parts]
 if warm:
-    main._warm_compiled_baselines(job, [task], device="cpu")
+    main._warm_compiled_baselines(loaded, [task], device="cpu")
 counters.clear()
 inputs = cases.make_inputs(assignment, part, part.benchmarks[index], 8, "cpu")
 with torch.no_grad():

@@ -62,17 +62,24 @@ def _wait_at_gate(gate: int) -> None:
         os._exit(0)
 
 
-def _compiled_baselines(job) -> list:
-    """The benchmarks of a timing child that shows a compiled baseline (spec.Shown), as tasks."""
-    if job.device != "cuda" or not any(task.kind == "bench" for task in job.tasks):
-        return []
+def _benchmarks(job) -> list:
+    """A timing child's benchmarks, as tasks: none in a correctness child, nor on the CPU tier."""
+    return [task for task in job.tasks if task.kind == "bench"] if job.device == "cuda" else []
+
+
+def _compiled_baselines(job, benchmarks: list) -> tuple[object, list]:
+    """The assignment, and those of the `benchmarks` whose part shows a compiled baseline
+    (spec.Shown); (None, []) where nothing is timed."""
+    if not benchmarks:
+        return None, []
     from grader.spec import load_assignment
 
-    parts = {part.name: part for part in load_assignment(Path(job.assignment_dir)).parts}
-    return [task for task in job.tasks if task.kind == "bench" and parts[task.part].shown and parts[task.part].shown.compiled]
+    assignment = load_assignment(Path(job.assignment_dir))
+    parts = {part.name: part for part in assignment.parts}
+    return assignment, [task for task in benchmarks if parts[task.part].shown and parts[task.part].shown.compiled]
 
 
-def _warm_compiled_baselines(job, benchmarks: list, device: str = "cuda") -> None:
+def _warm_compiled_baselines(assignment, benchmarks: list, device: str = "cuda") -> None:
     """Compile each shown baseline once per benchmark shape, before any student code runs and
     before the timing holds the GPU alone. timing.shown_baseline compiles afresh for each
     benchmark (torch._dynamo.reset), inside the timed phase: torch.compile's work then finds
@@ -82,9 +89,7 @@ def _warm_compiled_baselines(job, benchmarks: list, device: str = "cuda") -> Non
     import torch
 
     from grader import cases
-    from grader.spec import load_assignment
 
-    assignment = load_assignment(Path(job.assignment_dir))
     parts = {part.name: part for part in assignment.parts}
     for task in benchmarks:
         part = parts[task.part]
@@ -169,7 +174,8 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
     job.key = ""
     del raw
-    compiled_baselines = _compiled_baselines(job)
+    benchmarks = _benchmarks(job)
+    assignment, compiled_baselines = _compiled_baselines(job, benchmarks)
     if job.device == "cuda":
         import torch  # noqa: F401 (no CUDA yet: importing starts nothing on the GPU)
         import triton  # noqa: F401
@@ -188,7 +194,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         _wait_at_gate(job.gate_fd)
     if job.device == "cuda":
         _prepare_cuda(job.gpu_memory_gib)
-        if not any(task.kind == "bench" for task in job.tasks):
+        if not benchmarks:
             from grader.child import correctness_autotune
 
             correctness_autotune.install()  # a correctness run: its autotuners time configs briefly
@@ -200,7 +206,8 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     # student code runs, whether or not torch._dynamo is imported.
     os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
     if compiled_baselines:
-        _warm_compiled_baselines(job, compiled_baselines)
+        _warm_compiled_baselines(assignment, compiled_baselines)
+    del assignment  # the worker reads its own, after the snapshot of the harness's objects
     from torch.utils._python_dispatch import TorchDispatchMode
 
     if not hasattr(TorchDispatchMode, "_should_skip_dynamo"):
