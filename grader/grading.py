@@ -265,7 +265,7 @@ class AssignmentGrading:
         def opened(stage: str):
             if stage == "cuda":
                 timer.let_import()
-            return gate(stage)
+            gate(stage)
 
         return opened
 
@@ -393,20 +393,19 @@ class AssignmentGrading:
                 self.phases.add("waiting", waited)
                 return stack
 
-            def gate(stage: str) -> bool:
+            def gate(stage: str) -> None:
                 if stage == "timed":  # a timed phase's timings are over: sending and judging its outputs are not
                     for exclusive in timed:
                         exclusive.share()
-                    return True
+                    return
                 if taken:
-                    return True  # the phase holds the GPU already
+                    return  # the phase holds the GPU already
                 if stage == "cuda":  # no student code has run in the child yet
                     starting.enter_context(take("beside", stage=" cuda start"))
-                    return True
+                    return
                 starting.close()
                 take("timed" if phase == "timing" else "shared")
                 taken.append(phase)
-                return True
 
             yield gate
 

@@ -447,7 +447,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
-              gate: Callable[[str], object] | None = None, compiled: Path | None = None,
+              gate: Callable[[str], None] | None = None, compiled: Path | None = None,
               spawned: Spawned | None = None, timed: bool = False) -> ChildRun:  # fmt: skip
     """One child over `job.tasks`; `view` None runs it without a sandbox (the OS refused one).
     With a `gate`, the child waits until `gate(stage)` returns: once torch is imported, before
@@ -513,7 +513,7 @@ def _widen(pipe: int) -> None:
         pass
 
 
-def _tell(gate: Callable[[str], object], stage: str, run: ChildRun, watchdog) -> None:
+def _tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> None:
     """Pass `stage` to the gate (it returns once the phase may go on); where it raises (the
     grader's own fault) the child is ended, and run_child raises it once the child is gone."""
     try:
