@@ -174,8 +174,8 @@ def no_gap_bound(wall: dict) -> dict | None:
     least until its first timed phase, plus every timed phase's hold, plus every sending but the
     last, plus what came after the last timed phase (its sending, its judging, the batch's end).
     None where the pass kept no log, or timed nothing."""
-    log = Path(wall.get("holds", ""))
-    if not wall.get("holds") or not log.is_file():
+    log = Path(wall["holds"]) if wall.get("holds") else None
+    if log is None or not log.is_file():
         return None
     timed, sendings = [], []
     for line in log.read_text().splitlines():
@@ -232,7 +232,7 @@ def main() -> int:
     if not all((args.dir / name / "wall.json").exists() for name in ("serial", "shared")):
         print("the comparison needs both passes")
         return 2
-    summary, holds = compare(args.dir / "serial", args.dir / "shared")
+    summary, met = compare(args.dir / "serial", args.dir / "shared")
     for row in summary["ratios"]:
         moved = f"{row['moved']:+.1%}" if row["moved"] is not None else "not timed"
         shared = f"{row['shared']:.3f}" if row["shared"] is not None else "-"
@@ -250,7 +250,7 @@ def main() -> int:
               f"{walls['serial']['seconds'] / bound['seconds']:.2f}x at best on one GPU")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
-    return 0 if holds else 1
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
