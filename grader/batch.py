@@ -94,7 +94,7 @@ def grade_task(assignment: Assignment, folder: str, device: str, salt: str,
     settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None,
                         cache=CACHE_ROOT, owner=student)  # fmt: skip
     tests, phases = grade_assignment(assignment, Path(folder), settings)
-    environment = describe(device, salted=bool(salt))
+    environment = describe(device, salted=bool(salt), witness=settings.witness)
     environment["phases"] = f"{assignment.name}: {phases.line()}"
     return tests, environment, time.monotonic() - started
 

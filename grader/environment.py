@@ -34,7 +34,7 @@ def _version(package: str) -> str | None:
         return None
 
 
-def describe(device: str, salted: bool = False) -> dict:
+def describe(device: str, salted: bool = False, witness: bool = False) -> dict:
     info = {
         "device": device,
         "tier": "GPU" if device == "cuda" else "CPU (Triton interpreter)",
@@ -48,8 +48,22 @@ def describe(device: str, salted: bool = False) -> dict:
         "stack": stack.line(device),
     }
     if device == "cuda":
+        info["witness"] = witness_line(witness)
         props = torch.cuda.get_device_properties(0)
         info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
                     l2_cache_mib=round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
                     cuda_version=torch.version.cuda)  # fmt: skip
     return info
+
+
+def witness_line(enabled: bool) -> str:
+    """What the grader's witness (grader/witness) records of each GPU child, in words."""
+    from grader.witness import build
+
+    if not enabled:
+        return "off (GRADER_WITNESS=1 turns it on): the GPU's kernels are known from the child's own profiler"
+    found = build.library()
+    if isinstance(found, build.Missing):
+        return f"none ({found.why}): the GPU's kernels are known from the child's own profiler only"
+    return ("CUPTI, loaded by CUDA into each child before any student code: every kernel, copy and launch of "
+            "each graded call, read by the grader outside the child")

@@ -27,6 +27,8 @@ from grader.messages import CaseReport, Failure, Job, Task
 from grader.numerics import Verdict
 from grader.results import Grade, TestResult
 from grader.spec import Assignment, Case, Part
+from grader.witness import build as witness_build
+from grader.witness import judge as witness_judge
 
 LOAD_REASONS = reasons.LOAD
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
@@ -43,6 +45,9 @@ class Settings:
     cache: Path | None = None  # where compiled kernels outlive a grading (compile_cache.py); None: they do not
     owner: str = ""  # whose files these are (a student's name, or the folder): the cache's first key
     parallel: int = 1  # on a GPU, how many assignments may be graded at once (overlap.py)
+    unguarded: bool = False  # tests only: children run without their guard (messages.Job.unguarded)
+    # The grader's witness of the GPU (grader/witness/): opt-in while its timings are not the grade's.
+    witness: bool = dataclasses.field(default_factory=witness_build.enabled)
 
 
 class _Budget:
@@ -73,10 +78,12 @@ def _timed(verdict: Verdict, result: TaskResult) -> Verdict:
 def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
     results = {}
     owed = {task for task, _ in run.owed()}
+    witnessed = witness_judge.for_tasks(run.witness, run.started)
     for task_id, done in run.outcomes.items():
         outputs = {name: found for (task, name), found in run.outputs.items() if task == task_id}
         outcome = done.outcome if task_id not in owed else _unsent(run)
-        results[task_id] = TaskResult(outcome, done.activity, outputs, seconds=run.task_seconds.get(task_id, 0.0))
+        results[task_id] = TaskResult(outcome, done.activity, outputs, seconds=run.task_seconds.get(task_id, 0.0),
+                                      witness=witnessed.get(task_id))  # fmt: skip
     return results
 
 
@@ -194,8 +201,10 @@ class AssignmentGrading:
         self.libraries = self.workdir / "libraries"
         sandboxed = settings.sandbox and not sandbox.probe().startswith("none")
         self.view = sandbox.View([self.copy_root, self.libraries], self.cwd, 0) if sandboxed else None
-        self.job = Job(str(assignment.directory), str(self.copy_root), self.device, 0, "", [])
+        self.job = Job(str(assignment.directory), str(self.copy_root), self.device, 0, "", [],
+                       unguarded=settings.unguarded, witness=settings.witness)  # fmt: skip
         self.phases = Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
+        self.built_kernels: set[str] = set()  # the kernels of the student's built .cu files
         self.compiled = isolation.compiled_cache(self.workdir)
         if settings.cache is not None:
             try:
@@ -210,6 +219,7 @@ class AssignmentGrading:
 
     def run(self) -> list[TestResult]:
         builds = {part.name: self.build(part) for part in self.assignment.parts if part.is_cuda}
+        self.built_kernels = {kernel for build in builds.values() for kernel in build.kernels}
         self.phases.add("build", sum(build.seconds for build in builds.values()))
         self.job.libraries = self.private_libraries(builds)
         # After the builds: a child's sandbox binds the libraries they made.
@@ -328,9 +338,10 @@ class AssignmentGrading:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
         with self.judging("timing judging", after_timing=True):
+            own = self.own_kernels(self.built_kernels)
             return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
                                                         parts[task.part].benchmarks[task.index], results[task.id],
-                                                        self.device), results[task.id])
+                                                        self.device, own), results[task.id])
                     for task in tasks}  # fmt: skip
 
     @contextmanager
@@ -456,9 +467,15 @@ class AssignmentGrading:
             found = results[f"{part.name}:probe:0"]
             return [(case, self.probe_verdict(part, found)) for case in shown]
         kernels = set(build.kernels) if build is not None else set()
+        own = self.own_kernels(kernels)
         return [(part.cases[t.index], _timed(judging.judge_case(self.assignment, part, part.cases[t.index], t.seed,
-                                                                results[t.id], self.device, kernels), results[t.id]))
+                                                                results[t.id], self.device, kernels, own), results[t.id]))
                 for t in tasks if t.part == part.name]  # fmt: skip
+
+    def own_kernels(self, cuda_kernels: set[str]) -> set[str]:
+        """Every kernel the student's files define, read here from the copy of their files: the
+        witness's test of whose kernel ran (witness/judge.py)."""
+        return witness_judge.own_triton_kernels(self.cwd) | cuda_kernels
 
     @staticmethod
     def probe_verdict(part: Part, found: TaskResult) -> Verdict:
@@ -545,6 +562,6 @@ def grade_submission(submission: Path, assignments: list[Assignment], settings: 
     else:
         graded = {a.name: grade_assignment(a, submission, settings) for a in assignments}
     tests = [test for a in assignments for test in graded[a.name][0]]
-    environment = describe(settings.device, salted=bool(settings.salt))
+    environment = describe(settings.device, salted=bool(settings.salt), witness=settings.witness)
     environment["phases"] = "; ".join(f"{a.name}: {graded[a.name][1].line()}" for a in assignments)
     return Grade(str(submission), tests, environment, time.monotonic() - started)

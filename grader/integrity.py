@@ -131,11 +131,15 @@ def own_kernel_ran(part: Part, activity: Activity, device: str, cuda_kernels: se
     return bool(names & {launch.kernel for launch in activity.launches if launch.own})
 
 
-def integrity(part: Part, activity: Activity, device: str, calls: int, cuda_kernels: set[str] = frozenset()) -> Verdict | None:
-    """The first integrity verdict that applies to one case's calls, or None."""
+def integrity(part: Part, activity: Activity, device: str, calls: int, cuda_kernels: set[str] = frozenset(),
+              witnessed: bool = False) -> Verdict | None:  # fmt: skip
+    """The first integrity verdict that applies to one case's calls, or None. `witnessed`: the
+    grader's witness (grader/witness) saw the GPU's kernels, and judges them; the child's profiler
+    then records none, and the launches its hooks logged stand for the student's own kernels."""
     verdict = harness_tampering(activity) or forbidden_ops(part, activity)
     if verdict:
         return verdict
+    device = "witness" if witnessed else device
     foreign = foreign_kernels(activity, cuda_kernels) if device == "cuda" else []
     if foreign:
         shown = ", ".join(_runs(name, activity) for name in foreign[:4])

@@ -20,6 +20,7 @@ double-forked and called setsid is reparented here, found and killed.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import fcntl
 import os
 import secrets
@@ -38,6 +39,8 @@ from grader.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
 from grader.text import printable
+from grader.witness import build as witness_build
+from grader.witness import stream as witness_stream
 
 BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main import main; main(*sys.argv[2:])"
 CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
@@ -107,6 +110,7 @@ class ChildRun:
     imported: bool = False  # with a gate: the child imported torch and waited to start CUDA
     gates: list[tuple[float, float | None]] = field(default_factory=list)  # each wait at the gate (monotonic)
     gate_error: BaseException | None = None  # what the gate raised (a fault of the grader's), re-raised to the caller
+    witness: witness_stream.Witnessed | None = None  # what the witness saw of the child, where one recorded it
 
     def waited(self, now: float) -> float:
         """Seconds spent at the gate so far (both of its stages): they count against no time limit."""
@@ -361,6 +365,7 @@ class Spawned:
     captures: tuple[_Capture, _Capture]
     gpu_memory_gib: float
     outputs: Path
+    witness: witness_stream.Reader | None = None  # reads the witness's pipe, where it records the child
     taken: bool = False  # run_child gave it a job (and ended it)
     held: bool = False  # it waits on its gate before it imports anything (`let_import`)
     _letting: threading.Lock = field(default_factory=threading.Lock)
@@ -419,9 +424,14 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     inner += [str(gate_fd)] if held else []  # the child waits on its gate before it imports
     seccomp = sandbox.seccomp_filter() if view else None
     compiled = compiled or compiled_cache(workdir)
+    witness = witness_build.library() if job.device == "cuda" and job.witness else None
+    witness = witness if isinstance(witness, witness_build.Library) else None
     if view is not None:
         view.scratch_bytes = scratch
-        argv = sandbox.command(inner, view, seccomp, compiled)
+        # The witness is preloaded into the child alone (bwrap's --setenv), never into bwrap itself.
+        shown = dataclasses.replace(view, readable=[*view.readable, witness.path.parent],
+                                    env={**view.env, "LD_PRELOAD": str(witness.path)}) if witness else view  # fmt: skip
+        argv = sandbox.command(inner, shown, seccomp, compiled)
         env = child_environment(job.device, Path("/tmp"), compiled, timed)
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
@@ -429,8 +439,9 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
         argv, env = inner, child_environment(job.device, own, compiled, timed)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
+    witness_fd, reader = _witness(witness, env, preload=view is None)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
-    passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd) if f is not None and f >= 0)
+    passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd, witness_fd) if f is not None and f >= 0)
     before = children()
     process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, cwd=job.submission_dir if view is None else "/", env=env,
@@ -440,10 +451,28 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
         os.close(fd)
     watchdog = Watchdog(process.pid, limits, before, disk=(compiled, scratch), siblings=_live_children)
     captures = (_Capture(process.stdout), _Capture(process.stderr))
-    for thread in (watchdog, *captures):
+    for thread in (watchdog, *captures, *([reader] if reader else [])):
         thread.start()
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
-                   gpu_memory_gib, outputs, held=held)  # fmt: skip
+                   gpu_memory_gib, outputs, reader, held=held)  # fmt: skip
+
+
+def _witness(found: witness_build.Library | None, env: dict[str, str],
+             preload: bool) -> tuple[int, witness_stream.Reader | None]:  # fmt: skip
+    """On the GPU tier, the witness (grader/witness) for a child: its library, which CUDA loads as
+    the child starts it, and a pipe whose reading end a thread here drains. (-1, None) without one.
+    The library is preloaded too, so that no other client of CUPTI in the child (torch's profiler)
+    can take CUPTI's records from it (witness.c): here where the child is started directly, by the
+    sandbox's command line where bwrap starts it (`preload` False)."""
+    if found is None:
+        return -1, None
+    read_end, write_end = os.pipe()
+    _widen(read_end)
+    env.update(CUDA_INJECTION64_PATH=str(found.path), GRADER_WITNESS_FD=str(write_end),
+               GRADER_WITNESS_CBIDS=found.callbacks)  # fmt: skip
+    if preload:
+        env["LD_PRELOAD"] = str(found.path)
+    return write_end, witness_stream.Reader(read_end)
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
@@ -498,6 +527,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         thread.join(timeout=5)
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
+    run.witness = child.witness.result() if child.witness is not None else None
     run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
     if run.gate_error is not None:
         raise run.gate_error

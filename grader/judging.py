@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader import cases, diagnosis, integrity, numerics, steadiness
+from grader import cases, diagnosis, integrity, numerics, output_sizes, steadiness
 from grader.isolation import OutputFile
 from grader.messages import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.numerics import Verdict
 from grader.spec import Assignment, Case, Part
+from grader.witness import judge as witness_judge
 
 FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering
 HIDDEN_MS = 0.25  # host-visible time the events did not see, beyond the reference's own
@@ -44,6 +45,7 @@ class TaskResult:
     outputs: dict[str, OutputFile] = field(default_factory=dict)
     died: bool = False  # the child process ended in the middle of this task (the outcome says how)
     seconds: float = 0.0  # from the task's start to its end, on the parent's clock (0: not run in a child)
+    witness: witness_judge.TaskWitness | None = None  # what the grader's witness saw of it (GPU tier)
 
 
 def size(nbytes: float) -> str:
@@ -105,7 +107,9 @@ def _numerics(assignment: Assignment, part: Part, case: Case, seed: int, observa
 
 
 def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result: TaskResult, device: str,
-               cuda_kernels: set[str] = frozenset()) -> Verdict:  # fmt: skip
+               cuda_kernels: set[str] = frozenset(), own: set[str] = frozenset()) -> Verdict:  # fmt: skip
+    """`cuda_kernels`: the kernels of the student's built .cu; `own`: every kernel name of the
+    student's (those and the Triton kernels in their files), for the witness's verdict."""
     report = result.outcome
     verdict = integrity.harness_tampering(result.activity or getattr(report, "activity", None))
     if verdict:
@@ -114,7 +118,11 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
         return Verdict(report.reason, report.message)
     if not isinstance(report, CaseReport):
         return Verdict("crash", "the child reported something other than a case's result")
-    verdict = (subclass(report.observation) or integrity.integrity(part, report.activity, device, report.calls, cuda_kernels)
+    witnessed = result.witness is not None
+    verdict = (subclass(report.observation)
+               or integrity.integrity(part, report.activity, device, report.calls, cuda_kernels, witnessed)
+               or (witness_judge.case(part, result.witness, report.activity, own,
+                                      output_sizes.output_bytes(assignment, part, case)) if witnessed else None)
                or aliasing(report.observation) or target_verdict(case, report.activity)
                or integrity.required_loads(part, report.activity))  # fmt: skip
     if verdict:
@@ -277,8 +285,10 @@ def timed_calls(part: Part, report: BenchReport) -> Verdict | None:
     return integrity.harness_tampering(report.activity) or integrity.forbidden_ops(part, report.activity)
 
 
-def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResult, device: str) -> Verdict:
-    """The speed verdict, with credit in the metrics; the output of a timed call must be right too."""
+def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResult, device: str,
+                own: set[str] = frozenset()) -> Verdict:  # fmt: skip
+    """The speed verdict, with credit in the metrics; the output of a timed call must be right too.
+    Where the grader's witness recorded the child, its times replace the child's CUDA events."""
     report = result.outcome
     verdict = integrity.harness_tampering(result.activity)
     if verdict:
@@ -290,6 +300,10 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
     verdict = timed_calls(part, report)
     if verdict:
         return verdict
+    if result.witness is not None:
+        verdict = witness_judge.bench(part, result.witness, report, own)
+        if verdict:
+            return verdict
     checked, inputs, _ = _numerics(assignment, part, case, report.kept_seed, report.kept, result.outputs, device)
     if not checked.ok:
         return Verdict(checked.reason, f"the output of a timed call was wrong: {checked.message}", checked.metrics)

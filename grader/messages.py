@@ -94,6 +94,10 @@ class Job:
     # Where the parent opens the gate (one byte) once this child may use the GPU (gpu_lock.py):
     # the child waits there after its start, before any student code. -1: no gate.
     gate_fd: int = -1
+    # Tests only: the child runs without its guard (child/guard.py, switches.py), standing for student
+    # code in full control of the child's Python; the parent's witness must still hold the verdicts.
+    unguarded: bool = False
+    witness: bool = False  # the parent loads its witness into this child (grader/witness/; GPU tier only)
 
 
 # --- Child to parent ----------------------------------------------------------------------------
@@ -216,6 +220,9 @@ class Activity:
     patched_at_import: bool = False
     targets: list[TargetReport] = field(default_factory=list)  # CPU tier: compiled for the GPU too
     loads: list[KernelLoads] = field(default_factory=list)  # each launched kernel's loads, from its TTIR
+    # The numbers of the witness's windows (child/marks.py) of the student's calls and imports this
+    # account covers; the parent checks them against the windows the witness saw (witness/judge.py).
+    windows: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -243,6 +250,7 @@ class CaseReport:
 class Timings:
     event_ms: list[float] = field(default_factory=list)
     hidden_ms: list[float] = field(default_factory=list)  # host time the events did not see
+    windows: list[int] = field(default_factory=list)  # each sample's witness window, where one records the child
 
 
 @dataclass

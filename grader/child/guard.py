@@ -384,6 +384,13 @@ def install(student_root: Path, sanctioned: set, boundary: set,
     return taken, lambda filename: is_library(state, filename)
 
 
+def library_test(student_root: Path) -> Callable[[str], bool]:
+    """The hook's test of library code (a file name), without the hook: for a child graded with
+    its guard switched off (messages.Job.unguarded, tests only)."""
+    state = _new_state(Path(os.path.realpath(student_root)), set(), set(), None)
+    return lambda filename: _is_library(state, filename)
+
+
 def sanctioned_entries() -> set:
     """The library functions student code may call even though they do what the hook refuses:
     launching a Triton kernel (compiling it, loading its launcher, calling the driver)."""

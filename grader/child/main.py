@@ -194,6 +194,9 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         _wait_at_gate(job.gate_fd)
     if job.device == "cuda":
         _prepare_cuda(job.gpu_memory_gib)
+        from grader.child import marks
+
+        marks.install(job.device)  # the witness's marks, ready before any student code (marks.py)
         if not benchmarks:
             from grader.child import correctness_autotune
 
@@ -226,16 +229,20 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     root = Path(job.submission_dir)
     wrappers = hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
-    # The profiler's switches are taken away before student code runs: gates stand in for them, and
-    # only the guard's hook, installed below, holds what they stand for.
-    kept = switches.take_away()
-    changed = HarnessSnapshot.take().changed  # the bound method: rebinding `changed` later silences nothing
-    sanctioned = guard.sanctioned_entries() | wrappers | {CudaEntry.__call__.__code__}
-    if job.device != "cuda":
-        sanctioned |= interpreter.sanctioned_entries()  # kernel.warmup() compiles for the GPU, as on one
-    boundary = {worker.call.__code__, submission.run_module.__code__}
-    refusals, is_library = guard.install(root, sanctioned, boundary, kept)
-    del kept
+    if job.unguarded:  # tests only (messages.Job): student code in full control of this process
+        changed = HarnessSnapshot.take().changed
+        refusals, is_library = (lambda: []), guard.library_test(root)
+    else:
+        # The profiler's switches are taken away before student code runs: gates stand in for them,
+        # and only the guard's hook, installed below, holds what they stand for.
+        kept = switches.take_away()
+        changed = HarnessSnapshot.take().changed  # the bound method: rebinding `changed` later silences nothing
+        sanctioned = guard.sanctioned_entries() | wrappers | {CudaEntry.__call__.__code__}
+        if job.device != "cuda":
+            sanctioned |= interpreter.sanctioned_entries()  # kernel.warmup() compiles for the GPU, as on one
+        boundary = {worker.call.__code__, submission.run_module.__code__}
+        refusals, is_library = guard.install(root, sanctioned, boundary, kept)
+        del kept
     writer.send(Hello("ready"))
     if job.gate_fd >= 0:
         # Student code runs only once the parent holds the GPU for this phase.

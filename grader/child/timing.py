@@ -45,6 +45,7 @@ from typing import Callable
 import torch
 from torch.autograd.profiler import record_function
 
+from grader.child import marks
 from grader.messages import CallCheck, Timings
 from grader.steadiness import disturbed
 from grader.spec import Performance, Tolerance
@@ -112,12 +113,13 @@ def _timed_call(call: Callable, fn: Callable, inputs: dict, flush: torch.Tensor,
         # not the host's launch overhead (tens of microseconds for a Python-side Triton launch).
         _spin(SPIN_CYCLES)
     _record(start, stream)
-    out = call(fn, **inputs)
+    out = call(fn, **inputs)  # marked for the witness, where one records the process (marks.py)
     _record(end, stream)
+    window = marks.current().last
     _synchronize()  # device-wide: everything the call launched, on any stream, is done
     wall_ms = (_perf_counter() - wall_start) * 1e3
     # Host time the timed stream cannot account for: work hidden on another stream shows here.
-    return _elapsed_ms(start, end), wall_ms - _elapsed_ms(begin, end), out
+    return _elapsed_ms(start, end), wall_ms - _elapsed_ms(begin, end), out, window
 
 
 def _comparable(value: object) -> torch.Tensor | None:
@@ -164,10 +166,12 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
         order = (("student", student), ("baseline", baseline))
         for who, fn in order if rep % 2 == 0 else reversed(order):
             with record_function(harness) if who == "baseline" else nullcontext():
-                event_ms, hidden_ms, outs[who] = _timed_call(call if who == "student" else _plain, fn, inputs, flush, harness)
+                event_ms, hidden_ms, outs[who], window = _timed_call(call if who == "student" else _plain, fn, inputs,
+                                                                     flush, harness)  # fmt: skip
             timings = getattr(m, who)
             timings.event_ms.append(event_ms)
             timings.hidden_ms.append(hidden_ms)
+            timings.windows.append(window)
         with record_function(harness):
             ok, detail = agrees(outs["student"], outs["baseline"], tolerance)
             m.checks.append(CallCheck(len(m.checks), ok, detail))
@@ -186,7 +190,7 @@ def _steady_round(m: Measured, call, student, baseline, make_inputs, perf, toler
         if not disturbed(m.baseline.event_ms[kept:]) or attempt == ROUND_ATTEMPTS - 1:
             return
         for timings in (m.student, m.baseline):
-            del timings.event_ms[kept:], timings.hidden_ms[kept:]
+            del timings.event_ms[kept:], timings.hidden_ms[kept:], timings.windows[kept:]
         m.disturbed_retakes += 1
         with record_function(harness):
             settle(flush)
@@ -204,7 +208,15 @@ def settle(flush: torch.Tensor) -> None:
 
 
 def _plain(fn: Callable, **inputs):
-    return fn(**inputs)
+    """torch's reference, timed beside the student's call: marked too, so the witness times both."""
+    with marks.current().window("baseline"):
+        return fn(**inputs)
+
+
+def _shown(fn: Callable, **inputs):
+    """A shown baseline (torch.compile of the chain): marked as such, never judged as the student's."""
+    with marks.current().window("shown"):
+        return fn(**inputs)
 
 
 def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: Callable[[int], dict],
@@ -246,4 +258,4 @@ def shown_baseline(shown: Callable, compiled: bool, baseline: Callable, make_inp
         torch._dynamo.reset()
         shown = torch.compile(shown, dynamic=False)
     brief = Performance(repetitions=max(5, perf.repetitions // 4), tiers=())
-    return measure(lambda fn, **kw: fn(**kw), shown, baseline, make_inputs, brief, tolerance, harness).student
+    return measure(_shown, shown, baseline, make_inputs, brief, tolerance, harness).student

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 import torch
 
 from grader import cases, poison
-from grader.child import dispatch_state, timing
+from grader.child import dispatch_state, marks, timing
 from grader.child.allocations import GuardedAllocations
 from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
@@ -50,10 +50,13 @@ TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources
 
 def call(fn: Callable, *args, **kwargs):
     """Where the harness hands control to student code; torch's dispatch state comes back as the
-    call found it, before the harness runs a torch op of its own (dispatch_state.py)."""
+    call found it, before the harness runs a torch op of its own (dispatch_state.py). Where the
+    witness records the process, the call is marked for it (marks.py): whatever the call starts
+    on the GPU, on any stream or thread, is seen as the call's."""
     before = _check_clean(_HARNESS_MODES)
     try:
-        return fn(*args, **kwargs)
+        with marks.current().window():
+            return fn(*args, **kwargs)
     finally:
         _put_state_back(before)
 
@@ -113,13 +116,15 @@ class Worker:
         # (hundreds of MB each) would take a second or more of a phase that holds the GPU alone.
         self.owed: list[tuple[Task, str, torch.Tensor]] = []
         self.staging: torch.Tensor | None = None  # pinned host memory that outputs cross through (`pieces`)
+        self.marks = marks.current()
 
     def entry(self, part: Part):
         """The student's function for a part, loaded once; a load failure is re-raised per task."""
         if part.name not in self.entries:
             before = _take_state()
             try:
-                self.entries[part.name] = self.load_entry(part)
+                with marks.current().window("import"):  # what the import runs on the GPU is judged too
+                    self.entries[part.name] = self.load_entry(part)
             except SubmissionError as error:
                 self.entries[part.name] = error
             try:
@@ -346,6 +351,8 @@ class Worker:
                 outcome, activity = classify(error, self.root), Activity()
             account = activity if activity is not None else getattr(outcome, "activity", Activity())
             self.account(account)
+            account.windows = self.marks.take()
+            self.marks.flush()  # the task's records reach the parent before its report does
             self.send(Done(task.id, outcome, activity))
             if isinstance(outcome, Failure) and outcome.fatal:
                 os._exit(3)  # a dead CUDA context: the parent resumes in a fresh process
