@@ -1,5 +1,5 @@
-"""What a course runs around the grade (docs/course.md): one course file, `course.toml`, and what the
-batch does with it.
+"""What a course runs around the grade (the staff guide in docs/, not shipped to students): one course
+file, `course.toml`, and what the batch does with it.
 
 config.py reads course.toml; late.py finds submission times and prices lateness; overrides.py keeps a
 TA's manual adjustments in the gradebook; adjustments.py turns both into each student's adjustments;

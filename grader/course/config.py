@@ -44,7 +44,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from grader.toml_table import SpecError, Table
 
 # A flagged pair's similarity at least: independent solutions here reach 0.26, disguised copies 0.78
-# (tests/test_course.py measures both; docs/course.md, "Similarity review").
+# (tests/test_course.py measures both; the staff guide's "Similarity review" gives the table).
 DEFAULT_THRESHOLD = 0.5
 
 

@@ -11,7 +11,7 @@ A pair's similarity is the larger of the two shares of each side's own code (sta
 that matches the other side: a student who pasted a classmate's kernel into a longer file of
 their own is still caught. A pair at or above the threshold (0.5 by default) is flagged; the
 threshold comes from measurements on this repository's solutions and public kernels, which
-docs/course.md gives. Each student's files of one language (Python, or CUDA C and its headers)
+the staff guide in docs/ gives. Each student's files of one language (Python, or CUDA C and its headers)
 in an assignment folder are read as one document, so code moved between files still matches.
 """
 
