@@ -295,27 +295,41 @@ def chosen_students(options: Options, submissions: list[Submission]) -> None:
                          f"(students: {', '.join(sorted(known)[:20])}{' ...' if len(known) > 20 else ''})")  # fmt: skip
 
 
-def run(options: Options, console: Console) -> int:
-    """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
+def course_and_salt(options: Options, console: Console) -> tuple[Course, str]:
     course = course_of(options)
+    from_environment = secret_salt()  # read (and taken out of the environment) whichever one is used
     try:
-        salt = read_course_salt(course) or secret_salt()
+        salt = read_course_salt(course) or from_environment
     except CourseError as error:
         raise SetupError(str(error)) from None
     if not salt:
         console.print("[yellow]warning:[/] no GRADER_SALT or GRADER_SALT_FILE: inputs use the published seeds, "
                       "which students can reproduce")  # fmt: skip
+    return course, salt
+
+
+def start_engine(options: Options, console: Console) -> Engine | None:
+    """The cluster's client, or None where nobody is graded (`override` writing the outputs again:
+    the device is then the last batch's, and no cluster is started)."""
+    if options.students == frozenset():
+        return None
+    engine = Engine(options)
+    if engine.notice:
+        console.print(f"[yellow]note:[/] {engine.notice}")
+    if engine.shares_gpus:
+        console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take turns "
+                      "to time (each GPU's lock)")  # fmt: skip
+    return engine
+
+
+def run(options: Options, console: Console) -> int:
+    """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
+    course, salt = course_and_salt(options, console)
     options.out.mkdir(parents=True, exist_ok=True)
     submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
     chosen_students(options, submissions)
     tasks = plan(submissions, options.assignments)
-    # Grading nobody (`override` writing the outputs again) needs no cluster: the device is the last batch's.
-    engine = Engine(options) if options.students != frozenset() else None
-    if engine and engine.notice:
-        console.print(f"[yellow]note:[/] {engine.notice}")
-    if engine and engine.shares_gpus:
-        console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take turns "
-                      "to time (each GPU's lock)")  # fmt: skip
+    engine = start_engine(options, console)
     device = engine.device if engine else options.device
     faults: list[str] = []
     try:
@@ -331,9 +345,9 @@ def run(options: Options, console: Console) -> int:
                 entries.update(graded)
             students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
                         for s in submissions}  # fmt: skip
-            folders = {s.student: s.folder for s in submissions}
-            extras = course_outputs.prepare(course, students, folders, options.submissions, submissions,
-                                            options.assignments, salt, book.connection)  # fmt: skip
+            extras = course_outputs.prepare(course, students, {s.student: s.folder for s in submissions},
+                                            options.submissions, submissions, options.assignments, salt,
+                                            book.connection)  # fmt: skip
     finally:
         if engine:
             engine.close()

@@ -353,3 +353,14 @@ def test_the_review_flags_disguised_copies_and_no_pair_of_independent_solutions(
                    and frozenset((p.student_a, p.student_b)) not in SAME_SOURCE]  # fmt: skip
     assert min(copies) >= 0.7 and max(independent) <= 0.3, (min(copies), max(independent))  # far from the threshold
     print(json.dumps({"copies_min": min(copies), "independent_max": max(independent)}))
+
+
+def test_the_salt_file_course_toml_names_is_read_relative_to_it(tmp_path):
+    from grader.course.config import read_course_salt
+
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "salt.txt").write_text("  the course's secret\n")
+    assert read_course_salt(course(tmp_path, "[course]\nsalt_file = 'secret/salt.txt'")) == "the course's secret"
+    assert read_course_salt(course(tmp_path, "")) == "" and read_course_salt(None) == ""
+    with pytest.raises(CourseError, match="salt_file"):
+        read_course_salt(course(tmp_path, "[course]\nsalt_file = 'secret/missing.txt'"))

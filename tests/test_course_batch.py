@@ -23,7 +23,6 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
