@@ -27,6 +27,7 @@ from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePol
 from grader.gradebook import Entry, Gradebook, Key
 from grader.messages import Activity, BenchReport, Timings
 from grader.results import Grade, TestResult, gradescope
+from conftest import grade, requires_gpu
 from grader.spec import REPO_ROOT, assignment_names, load_assignment, load_assignments
 
 TESTS = Path(__file__).resolve().parent
@@ -364,3 +365,19 @@ def test_the_salt_file_course_toml_names_is_read_relative_to_it(tmp_path):
     assert read_course_salt(course(tmp_path, "")) == "" and read_course_salt(None) == ""
     with pytest.raises(CourseError, match="salt_file"):
         read_course_salt(course(tmp_path, "[course]\nsalt_file = 'secret/missing.txt'"))
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_a_gpu_grade_carries_its_leaderboard_entry(tmp_path):
+    """On a GPU the solution's vector_add is timed: its results.json ranks it by the geometric mean
+    of its measured ratios, and a batch's leaderboard page names its GPU."""
+    graded = grade(REPO_ROOT / "solutions", ["vector_add"], device="cuda")
+    [entry] = gradescope(graded)["leaderboard"]
+    ratios = [t.metrics["ratio"] for t in graded.tests if t.kind == "performance"]
+    assert len(ratios) == 3 and entry["name"] == "vector_add (x torch)" and entry["order"] == "desc"
+    assert entry["value"] == pytest.approx(math.prod(ratios) ** (1 / len(ratios)), rel=1e-3)
+    students = {"alice": [Entry(Key("alice", "vector_add", "h", "v"), "cuda", graded.tests, graded.environment, 1.0,
+                                "now")]}  # fmt: skip
+    boards = outputs.leaderboards(students, "the salt")
+    assert [b.gpu for b in boards] == [graded.environment["gpu"]] and boards[0].standings["vector_add"][0][1] > 0

@@ -18,12 +18,15 @@ in an assignment folder are read as one document, so code moved between files st
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import itertools
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.compile_cache import CACHE_ROOT
 from grader.isolation import graded_files
 from grader.spec import Assignment
 
@@ -37,12 +40,23 @@ SHOWN_CHARS = 40_000  # of each side in the class page
 
 def unavailable() -> str:
     """Why the review cannot run here ('' when it can)."""
-    try:
-        import copydetect  # noqa: F401
-    except ImportError as error:
-        return (f"similarity review skipped: copydetect is not installed ({error}); "
+    if importlib.util.find_spec("copydetect") is None:
+        return ("similarity review skipped: copydetect is not installed; "
                 "`.venv/bin/pip install copydetect==0.5.0` where the network allows")  # fmt: skip
     return ""
+
+
+def _copydetect():
+    """copydetect, imported where the review runs. It imports matplotlib (for plots the review never
+    draws), which writes a font cache and a config folder under the user's home on first import:
+    they go to the grader's own cache folder instead, beside the compiled kernels."""
+    os.environ.setdefault("MPLCONFIGDIR", str(CACHE_ROOT.parent / "matplotlib"))
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import copydetect
+    import copydetect.utils
+
+    copydetect.utils.hashed_kgrams = stable_kgrams
+    return copydetect
 
 
 @dataclass(frozen=True)
@@ -94,13 +108,8 @@ def stable_kgrams(string: str, k: int):
 
 
 def _fingerprint(text: str, language: str, boilerplate=None):
-    import copydetect.utils  # optional: imported only where the review runs
-    from copydetect import CodeFingerprint
-
-    copydetect.utils.hashed_kgrams = stable_kgrams
-
     window = GUARANTEE - NOISE + 1
-    return CodeFingerprint(f"doc{LANGUAGES[language][0]}", NOISE, window, boilerplate=boilerplate, fp=io.StringIO(text))
+    return _copydetect().CodeFingerprint(f"doc{LANGUAGES[language][0]}", NOISE, window, boilerplate=boilerplate, fp=io.StringIO(text))
 
 
 def _segments(text: str, slices) -> tuple[Segment, ...]:
@@ -136,8 +145,7 @@ def _boilerplate(folders: list[Path], assignment: str, language: str):
 def compare(assignment: str, language: str, mine: dict[str, str], earlier: dict[str, str], boilerplate,
             threshold: float) -> list[Pair]:  # fmt: skip
     """Every pair of students, and each student against each earlier submission, at or above `threshold`."""
-    from copydetect import compare_files
-
+    compare_files = _copydetect().compare_files
     prints = {name: fp for name, text in {**mine, **earlier}.items()
               if text and (fp := _fingerprint(text, language, boilerplate)).token_coverage >= MIN_OWN}  # fmt: skip
     students = sorted(name for name in mine if name in prints)
