@@ -34,7 +34,7 @@ def late_adjustment(assignment: str, lateness: Lateness, points: float) -> tuple
     """The penalty on `points` (never below zero points) and the points it takes."""
     taken = max(points, 0.0) * lateness.share
     text = f"{assignment}: {lateness.text(taken)}"
-    return Adjustment(assignment, "late", -taken, text), taken
+    return Adjustment(assignment, "late", -taken if taken else 0.0, text), taken
 
 
 def for_student(student: str, graded: dict[str, float], overrides: dict[tuple[str, str], Override],

@@ -42,7 +42,8 @@ class Lateness:
         if not self.days:
             return f"On time: {when}, {due}."
         taken = "every point (past the cut-off)" if self.share >= 1 else f"{100 * self.share:.0f}% of the points earned"
-        return f"Late by {self.days} day(s): {when}, {due}; {taken}: -{points_taken:.2f} points."
+        cost = f"-{points_taken:.2f} points" if points_taken > 0 else "no points were earned, so none were taken"
+        return f"Late by {self.days} day(s): {when}, {due}; {taken}: {cost}."
 
 
 def gradescope_time(value: object) -> datetime | None:
