@@ -381,3 +381,26 @@ def test_a_gpu_grade_carries_its_leaderboard_entry(tmp_path):
                                 "now")]}  # fmt: skip
     boards = outputs.leaderboards(students, "the salt")
     assert [b.gpu for b in boards] == [graded.environment["gpu"]] and boards[0].standings["vector_add"][0][1] > 0
+
+
+def test_earlier_terms_are_references_and_given_code_is_boilerplate(tmp_path):
+    """A student who hands in last term's solution is flagged against it (two earlier submissions are
+    never compared with each other); code course.toml declares given is nobody's."""
+    pytest.importorskip("copydetect", reason="the similarity review needs copydetect")
+    from disguise import disguise
+
+    solution = (REPO_ROOT / "solutions" / "softmax" / "softmax.py").read_text()
+    earlier = tmp_path / "fall-2025"
+    for name in ("kim", "lee"):
+        (earlier / name / "softmax").mkdir(parents=True)
+        (earlier / name / "softmax" / "softmax.py").write_text(solution)
+    now = tmp_path / "class" / "max" / "softmax"
+    now.mkdir(parents=True)
+    (now / "softmax.py").write_text(disguise(solution))
+    folders = {"max": now.parent, "ned": REPO_ROOT / "starter"}
+    found = similarity.review(folders, load_assignments(["softmax"]), REPO_ROOT / "starter", 0.5, (earlier,))
+    assert {(p.student_a, p.student_b) for p in found.pairs} == {("max", "earlier:fall-2025/kim"),
+                                                                 ("max", "earlier:fall-2025/lee")}  # fmt: skip
+    given = similarity.review(folders, load_assignments(["softmax"]), REPO_ROOT / "starter", 0.5, (earlier,),
+                              boilerplate=(earlier / "kim",))  # fmt: skip
+    assert not given.pairs  # all of it was given code: nothing of max's own is left to compare
