@@ -404,3 +404,27 @@ def test_earlier_terms_are_references_and_given_code_is_boilerplate(tmp_path):
     given = similarity.review(folders, load_assignments(["softmax"]), REPO_ROOT / "starter", 0.5, (earlier,),
                               boilerplate=(earlier / "kim",))  # fmt: skip
     assert not given.pairs  # all of it was given code: nothing of max's own is left to compare
+
+
+def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text(ROSTER)
+    loaded = Course(path=None, similarity=False, canvas_roster=roster, canvas_columns={"vector_add": "Lab 1 (1001)"})
+    made = overrides.Override("jdoe", "vector_add", 5.0, "by hand", "2026-09-20T10:00:00+00:00")
+    tests = [TestResult("vector_add", "add", "correctness", "a", "ok", 4.0, 4.0, "")]
+    students = {"jdoe": [_entry("jdoe", "vector_add", tests, "cpu")], "zed": [_entry("zed", "vector_add", tests, "cpu")]}
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        overrides.record(book.connection, made.student, made.assignment, made.points, made.reason)
+        extras = outputs.prepare(loaded, students, {}, tmp_path, [], load_assignments(["vector_add"]), "",
+                                 book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
+    rows = list(csv.reader((tmp_path / "canvas.csv").open()))
+    assert rows[0][-1] == "Lab 1 (1001)" and rows[1][-1] == "6" and rows[2][-1] == "5.00"  # the override's points
+    assert any("no roster row for 1 student(s): zed" in note for note in extras.notes)
+    assert "zed" in (tmp_path / "summary.html").read_text().split("Every student")[0]  # the note is on the class page
+    assert grades_of(tmp_path)["jdoe"] == {"student": "jdoe", "vector_add": "5.0", "total": "5.0", "vector_add_override": "5"}
+
+
+def grades_of(out: Path) -> dict[str, dict[str, str]]:
+    with (out / "grades.csv").open() as file:
+        return {row["student"]: row for row in csv.DictReader(file)}
