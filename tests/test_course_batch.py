@@ -19,10 +19,12 @@ from __future__ import annotations
 import csv
 import html
 import json
+import os
 import re
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,9 +33,10 @@ import pytest
 
 pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
 
+from conftest import requires_gpu  # noqa: E402
 from grader.cli import main  # noqa: E402
 from grader.spec import REPO_ROOT  # noqa: E402
-from test_batch import batch, grades_csv, rows  # noqa: E402
+from test_batch import SALT, batch, grades_csv, rows  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 COURSE = """
@@ -163,3 +166,30 @@ def test_the_class_page_shows_the_pair_side_by_side_in_a_browser(graded, tmp_pat
     shutil.copy(shot, tmp_path.parent / "similar-pair.png")  # kept beside the test's folder, to look at
     pixels = np.asarray(image.open(shot).convert("RGB"), dtype=np.int32).reshape(-1, 3)
     assert _count_near(pixels, MARK_YELLOW, slack=12) > 2000, "the shared runs are not highlighted"
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_a_gpu_batch_ranks_the_class_under_pseudonyms(tmp_path):
+    """On a GPU: the solution and the tutorial's kernel are timed, each results.json carries its
+    leaderboard entry, one page names the GPU and ranks both under pseudonyms, and each report
+    names its own."""
+    from grader.course.leaderboard import pseudonym
+
+    klass = tmp_path / "class"
+    shutil.copytree(REPO_ROOT / "solutions" / "vector_add", klass / "alice" / "vector_add")
+    shutil.copytree(TESTS / "corpus" / "triton_tutorial_vector_add" / "vector_add", klass / "tut" / "vector_add")
+    out = tmp_path / "out"
+    environment = {**{k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}, "GRADER_SALT": SALT}
+    done = subprocess.run([sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out), "--assignment",
+                           "vector_add", "--device", "cuda"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env=environment, timeout=1200)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    [page] = list((out / "leaderboards").glob("*.html"))
+    text = page.read_text()
+    for student in ("alice", "tut"):
+        name = pseudonym(student, SALT)
+        assert name in text and student not in text
+        assert f"Your name on the class leaderboard: {name}" in (out / student / "report.html").read_text()
+        [entry] = json.loads((out / student / "results.json").read_text())["leaderboard"]
+        assert entry["name"] == "vector_add (x torch)" and entry["value"] > 0
