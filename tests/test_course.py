@@ -428,3 +428,19 @@ def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
 def grades_of(out: Path) -> dict[str, dict[str, str]]:
     with (out / "grades.csv").open() as file:
         return {row["student"]: row for row in csv.DictReader(file)}
+
+
+def test_override_and_course_usage_errors_exit_2(tmp_path):
+    from grader.cli import main
+
+    assert main(["override", "--out", str(tmp_path), "alice", "vector_add", "--points", "3", "--reason", "x"]) == 2
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.record(Key("alice", "vector_add", "h", "v"), "cpu", [], {}, 1.0)
+    for argv in (["bob", "vector_add", "--points", "3", "--reason", "x"],  # nobody of that name was graded
+                 ["alice", "no_such_lab", "--points", "3", "--reason", "x"],
+                 ["alice", "vector_add", "--points", "nan", "--reason", "x"],
+                 ["alice", "vector_add", "--points", "3", "--reason", "  "]):  # fmt: skip
+        assert main(["override", "--out", str(tmp_path), *argv]) == 2, argv
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        assert overrides.in_force(book.connection) == {}  # nothing kept from a refused command
+    assert main(["batch", str(tmp_path), "--out", str(tmp_path / "out"), "--course", str(tmp_path / "none.toml")]) == 2
