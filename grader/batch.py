@@ -27,6 +27,9 @@ from rich.text import Text
 
 import grader
 from grader import intake, summary
+from grader.course import outputs as course_outputs
+from grader.course import overrides
+from grader.course.config import Course, CourseError, load_course, read_course_salt
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, describe, resolve_device
 from grader.gpu_lock import ENVIRONMENT, GpuLock
@@ -41,7 +44,7 @@ from grader.spec import Assignment, assignment_names
 CPU_WORKERS = 2  # each grading runs a child process of its own: two keep a small machine busy
 STAGING = ".unpacked"  # under --out: archives unpacked where a cluster's workers can read them too
 GRADEBOOK = "gradebook.sqlite"
-CLASS_FILES = ("grades.csv", "summary.html")  # what summary.write_outputs writes beside the students
+CLASS_FILES = ("grades.csv", "summary.html", *course_outputs.FILES)  # what summary.write_outputs writes beside the students
 # Everything the batch writes at the top of --out beside a folder per student (sqlite keeps its journal
 # beside the gradebook): intake refuses a student of one of these names, whose folder would collide.
 OUTPUT_NAMES = (STAGING, GRADEBOOK, f"{GRADEBOOK}-journal", *CLASS_FILES)
@@ -61,6 +64,12 @@ class Options:
     workers: int | None
     scheduler: str | None
     regrade: bool
+    students: frozenset[str] | None = None  # grade only these (`--student`); None: everyone
+    course: Path | None = None  # course.toml (`--course`)
+
+    def grades(self, student: str) -> bool:
+        """Whether this batch grades the student (the others' stored grades stay in the outputs)."""
+        return self.students is None or student in self.students
 
 
 @dataclass(frozen=True)
@@ -220,16 +229,22 @@ def plan(submissions: list[Submission], assignments: list[Assignment]) -> list[T
     ]
 
 
-def resume(tasks: list[Task], book: Gradebook, device: str, regrade: bool) -> tuple[dict[Key, Entry], list[Task]]:
-    """What the gradebook already holds, and what is left to grade (everything, with --regrade)."""
+def resume(tasks: list[Task], book: Gradebook, device: str, regrade: bool,
+           chosen=lambda student: True) -> tuple[dict[Key, Entry], list[Task]]:  # fmt: skip
+    """What the gradebook already holds, and what is left to grade (everything, with --regrade).
+    A student not `chosen` (`--student` names others) is not graded: their latest stored grade stands."""
     entries: dict[Key, Entry] = {}
     pending = []
     for task in tasks:
-        entry = None if regrade else book.lookup(task.key, device)
+        mine = chosen(task.key.student)
+        entry = None if regrade and mine else book.lookup(task.key, device)
         if entry is None and task.submission.folder is None:  # a refused submission: nothing to run
             tests = refused_tests(task.assignment, task.submission.problem, device)
             machine = {"device": device, "tier": "none: the archive was refused", "grader_version": grader.__version__}
             entry = book.record(task.key, device, tests, machine, 0.0)
+        if entry is None and not mine:
+            if (entry := book.latest(task.key.student, task.key.assignment, device)) is None:
+                continue  # never graded, and not asked for now
         if entry is None:
             pending.append(task)
         else:
@@ -262,37 +277,88 @@ def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str,
     return entries, faults
 
 
-def run(options: Options, console: Console) -> int:
-    """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
-    salt = secret_salt()
+def course_of(options: Options) -> Course:
+    """course.toml as --course names it, or a course of defaults (no deadlines, review and leaderboard on)."""
+    if options.course is None:
+        return Course(path=None)
+    try:
+        return load_course(options.course, assignment_names())
+    except CourseError as error:
+        raise SetupError(str(error)) from None
+
+
+def chosen_students(options: Options, submissions: list[Submission]) -> None:
+    """--student names only students of this class (a typo would grade nobody, silently)."""
+    known = {s.student for s in submissions}
+    if unknown := sorted((options.students or set()) - known):
+        raise SetupError(f"--student {', '.join(unknown)}: no such student in {options.submissions} "
+                         f"(students: {', '.join(sorted(known)[:20])}{' ...' if len(known) > 20 else ''})")  # fmt: skip
+
+
+def course_and_salt(options: Options, console: Console) -> tuple[Course, str]:
+    course = course_of(options)
+    from_environment = secret_salt()  # read (and taken out of the environment) whichever one is used
+    try:
+        salt = read_course_salt(course) or from_environment
+    except CourseError as error:
+        raise SetupError(str(error)) from None
     if not salt:
         console.print("[yellow]warning:[/] no GRADER_SALT or GRADER_SALT_FILE: inputs use the published seeds, "
                       "which students can reproduce")  # fmt: skip
-    options.out.mkdir(parents=True, exist_ok=True)
-    submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
-    tasks = plan(submissions, options.assignments)
+    return course, salt
+
+
+def start_engine(options: Options, console: Console) -> Engine | None:
+    """The cluster's client, or None where nobody is graded (`override` writing the outputs again:
+    the device is then the last batch's, and no cluster is started)."""
+    if options.students == frozenset():
+        return None
     engine = Engine(options)
     if engine.notice:
         console.print(f"[yellow]note:[/] {engine.notice}")
     if engine.shares_gpus:
         console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take turns "
                       "to time (each GPU's lock)")  # fmt: skip
+    return engine
+
+
+def run(options: Options, console: Console) -> int:
+    """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
+    course, salt = course_and_salt(options, console)
+    options.out.mkdir(parents=True, exist_ok=True)
+    submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
+    chosen_students(options, submissions)
+    tasks = plan(submissions, options.assignments)
+    engine = start_engine(options, console)
+    device = engine.device if engine else options.device
     faults: list[str] = []
     try:
         with Gradebook(options.out / GRADEBOOK) as book:
-            entries, pending = resume(tasks, book, engine.device, options.regrade)
+            overrides.remember_batch(book.connection, {
+                "submissions": str(options.submissions), "assignments": [a.name for a in options.assignments],
+                "device": device, "course": str(options.course) if options.course else None})  # fmt: skip
+            entries, pending = resume(tasks, book, device, options.regrade, options.grades)
             console.print(f"{len(submissions)} students x {len(options.assignments)} assignment(s): "
                           f"{len(entries)} in the gradebook already, {len(pending)} to grade")  # fmt: skip
             if pending:
                 graded, faults = grade_pending(engine, pending, book, salt, console)
                 entries.update(graded)
+            students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
+                        for s in submissions}  # fmt: skip
+            extras = course_outputs.prepare(course, students, {s.student: s.folder for s in submissions},
+                                            options.submissions, submissions, options.assignments, salt,
+                                            book.connection)  # fmt: skip
     finally:
-        engine.close()
-    students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
-                for s in submissions}  # fmt: skip
+        if engine:
+            engine.close()
     problems = {s.student: s.problem for s in submissions if s.problem}
-    grades = summary.write_outputs(options.out, students, problems, options.assignments)
+    grades = summary.write_outputs(options.out, students, problems, options.assignments, extras)
     summary.print_class_table(grades, options.assignments, console)
+    for note in extras.notes:
+        console.print(Text.assemble(("note:", "yellow"), " ", plain(note)))
+    if extras.review.pairs:
+        console.print(plain(f"similar pairs for review: {len(extras.review.pairs)} "
+                            f"({options.out / course_outputs.SIMILARITY_CSV})"))  # fmt: skip
     for fault in faults:
         # A fault names the student's folder, which the student named: text, never markup.
         console.print(Text.assemble(("grader fault (nothing recorded; a rerun retries it):", "red"), " ", plain(fault)))

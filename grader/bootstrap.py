@@ -28,9 +28,11 @@ CPU_STACK = [f"torch=={_PIN['torch-cpu']}", f"triton=={_PIN['triton']}", f"numpy
 # pytest 9 no longer reads, so `make test` would build each shared fixture on every worker.
 LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest>=8.1,<9", "numpy": "numpy"}
 # Only `batch` and `make bench` need these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil);
+# copydetect is the batch's similarity review (without it the batch says the review was skipped);
 # pytest-xdist lets `make test` grade on two cores at once. A GPU image without them and without a network
 # still grades: `make grade` and `make test` go on without (the tests then run one at a time).
-OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benchmark", "xdist": "pytest-xdist"}
+OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benchmark", "xdist": "pytest-xdist",
+            "copydetect": "copydetect==0.5.0"}
 
 
 # What a grading's processes import (the `grade` or batch process, a batch's workers, a child): on a
@@ -117,8 +119,10 @@ def main() -> int:
         print(f"installing into .venv: {' '.join(wanted)}", flush=True)
         subprocess.run([*install, *wanted], check=True)
     optional = [OPTIONAL[m] for m in missing_modules(python, list(OPTIONAL))]
-    if optional and subprocess.run([*install, *optional]).returncode != 0:
-        print(f"note: could not install {' '.join(optional)}; everything but `batch` works without it", flush=True)
+    for package in optional:  # one at a time: a package the network cannot bring costs only what needs it
+        if subprocess.run([*install, package]).returncode != 0:
+            print(f"note: could not install {package}; the grader works without it (only what needs it is skipped)",
+                  flush=True)  # fmt: skip
     # The grader's own modules too: every grading process and child imports them, and where the
     # environment sets PYTHONDONTWRITEBYTECODE (or a child's read-only sandbox) nothing would cache
     # them (about 0.25 s of each `grade` on the 2-core machine). A later edit makes a file's cache stale,

@@ -1,4 +1,4 @@
-"""`python -m grader grade|batch|release|gradescope ...` (README.md, "Teaching assistants").
+"""`python -m grader grade|batch|override|release|gradescope ...` (README.md, "Teaching assistants").
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.
@@ -7,6 +7,7 @@ missing directory, no GPU for --device cuda); 1 for a fault of the grader itself
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import traceback
@@ -46,6 +47,15 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=int, help="worker processes (default: one per GPU, or 2 on the CPU)")
     batch.add_argument("--scheduler", help="address of a running Dask scheduler to join (e.g. tcp://host:8786)")
     batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
+    batch.add_argument("--student", action="append", default=None,
+                       help="grade only this student (repeatable); the others' stored grades stay in the outputs")
+    batch.add_argument("--course", type=Path, help="course.toml: deadlines, late policy, similarity, leaderboard, Canvas")
+    override = commands.add_parser("override", help="set a student's points for an assignment, with a reason")
+    override.add_argument("--out", type=Path, required=True, help="the batch's output folder (its gradebook.sqlite)")
+    override.add_argument("student", help="the student as the batch names them")
+    override.add_argument("assignment", help="the assignment")
+    override.add_argument("--points", type=float, required=True, help="the assignment's points for the student")
+    override.add_argument("--reason", required=True, help="why, in words the student will read")
     release = commands.add_parser("release", help="write the student bundle: no solutions, no known-wrong submissions")
     release.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
     gradescope = commands.add_parser("gradescope", help="write Gradescope's autograder zip")
@@ -107,11 +117,48 @@ def batch(args: argparse.Namespace, console: Console) -> int:
                       "install it with `.venv/bin/pip install 'dask[distributed]'`")  # fmt: skip
         return GRADER_FAULT
 
+    if args.course is not None and not args.course.is_file():
+        raise UsageError(f"--course {args.course}: no such file")
+    students = frozenset(args.student) if args.student else None
     options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
-                             args.workers, args.scheduler, args.regrade)  # fmt: skip
+                             args.workers, args.scheduler, args.regrade, students,
+                             args.course.resolve() if args.course else None)  # fmt: skip
     try:
         return engine.run(options, console)
     except (IntakeError, engine.SetupError) as error:
+        raise UsageError(str(error)) from None
+
+
+def override(args: argparse.Namespace, console: Console) -> int:
+    """Keep the override in the gradebook, then write the last batch's outputs again (grading nobody)."""
+    from grader.course import overrides
+    from grader.gradebook import Gradebook
+
+    book_path = args.out / "gradebook.sqlite"
+    if not book_path.is_file():
+        raise UsageError(f"--out {args.out}: no gradebook.sqlite there (run `batch` first)")
+    if not math.isfinite(args.points) or not args.reason.strip():
+        raise UsageError("--points must be a number and --reason must say why")
+    with Gradebook(book_path) as book:
+        graded = overrides.graded_students(book.connection)
+        if args.student not in graded:
+            raise UsageError(f"{args.student}: no grade for this student in {book_path}")
+        _assignments([args.assignment])
+        done = overrides.record(book.connection, args.student, args.assignment, args.points, args.reason.strip())
+        last = overrides.last_batch(book.connection)
+    console.print(report.plain(f"Override kept ({done.made_at}): {done.student} {done.assignment} = {done.points:g} "
+                               f"points: {done.reason}"))  # fmt: skip
+    if last is None:
+        console.print("No batch has run into this folder yet: the next `batch` shows the override.")
+        return 0
+    from grader import batch as engine
+
+    options = engine.Options(Path(last["submissions"]), args.out.resolve(), _assignments(last["assignments"]),
+                             last["device"], None, None, False, frozenset(),
+                             Path(last["course"]) if last["course"] else None)  # fmt: skip
+    try:
+        return engine.run(options, console)
+    except (engine.SetupError, engine.intake.IntakeError) as error:
         raise UsageError(str(error)) from None
 
 
@@ -136,7 +183,7 @@ def gradescope(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"grade": grade, "batch": batch, "release": release, "gradescope": gradescope}
+COMMANDS = {"grade": grade, "batch": batch, "override": override, "release": release, "gradescope": gradescope}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,6 +86,19 @@ class Gradebook:
         tests = [TestResult(**fields) for fields in json.loads(row[1])]
         return Entry(key, row[0], tests, json.loads(row[2]), row[3], row[4])
 
+    def latest(self, student: str, assignment: str, device: str) -> Entry | None:
+        """The student's most recent grade for the assignment on this tier, whatever its submission
+        and grader version: what a batch that does not grade this student (`--student`) shows."""
+        row = self.connection.execute(
+            "SELECT submission_hash, grader_version, device, tests, environment, seconds, graded_at FROM grades "
+            "WHERE student = ? AND assignment = ? AND device = ? ORDER BY graded_at DESC LIMIT 1",
+            (student, assignment, device),
+        ).fetchone()  # fmt: skip
+        if row is None:
+            return None
+        tests = [TestResult(**fields) for fields in json.loads(row[3])]
+        return Entry(Key(student, assignment, row[0], row[1]), row[2], tests, json.loads(row[4]), row[5], row[6])
+
     def record(self, key: Key, device: str, tests: list[TestResult], environment: dict, seconds: float) -> Entry:
         """Store one finished task in a transaction of its own (replacing a regraded row)."""
         graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")

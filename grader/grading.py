@@ -517,10 +517,11 @@ class AssignmentGrading:
 
     def case_tests(self, part: Part, cases_verdicts: list[tuple[Case, Verdict]]) -> list[TestResult]:
         points = part.correctness_points / max(len(cases_verdicts), 1)
-        return [
-            self.test(part, "correctness", case.label, v, points if v.ok else 0.0, points)
-            for case, v in cases_verdicts
-        ]
+        tests = []
+        for case, v in cases_verdicts:
+            tests.append(self.test(part, "correctness", case.label, v, points if v.ok else 0.0, points))
+            tests[-1].hidden = case.hidden  # the report keeps a hidden case's inputs and diagnosis back (hidden.py)
+        return tests
 
     def performance_tests(self, part: Part, verdicts: list[Verdict], timed: dict[str, Verdict]) -> list[TestResult]:
         if not part.benchmarks:

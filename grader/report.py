@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import glance, reasons, stack
+from grader import glance, hidden, reasons, stack
 from grader.results import Grade, TestResult, possible, summary_line
 from grader.text import printable
 
@@ -52,6 +52,7 @@ def print_table(grade: Grade, console: Console | None = None) -> None:
     next tier on a GPU; then each failed part's first failure in one line: enough to know what to
     fix. The HTML report has the rest."""
     console = console or Console()
+    grade = hidden.for_student(grade)
     table = Table(title=plain(f"Grades for {grade.submission}"))
     lines = glance.parts(grade)
     timed = any(line.speeds for line in lines)  # no speed column where none was measured (a CPU)
@@ -100,6 +101,7 @@ def _axis(speeds: list[glance.Speed]) -> tuple[float, list[float]]:
 
 
 def render_html(grade: Grade) -> str:
+    grade = hidden.for_student(grade)  # a hidden case's inputs and diagnosis wait for the deadline
     lines = glance.parts(grade)
     speeds = [(line, speed) for line in lines for speed in line.speeds]
     top, axis = _axis([speed for _, speed in speeds])

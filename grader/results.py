@@ -7,12 +7,14 @@ Gradescope reads `score`, `execution_time`, `output` and `tests` (each with `nam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import glance, reasons, stack
+from grader.course import leaderboard
 from grader.text import printable
 
 REASONS = reasons.CODES
@@ -33,6 +35,7 @@ class TestResult:
     output: str
     metrics: dict = field(default_factory=dict)
     bonus: bool = False  # points on top: earned ones count, missed ones cost nothing
+    hidden: bool = False  # a case hidden until the deadline: no inputs or diagnosis in the student's report
 
     def __post_init__(self) -> None:
         assert self.reason in REASONS, self.reason
@@ -52,6 +55,17 @@ def possible(tests: list[TestResult]) -> float:
     return sum(t.max_score for t in tests if not t.bonus)
 
 
+@dataclass(frozen=True)
+class Adjustment:
+    """Points a course adds to (or takes from) an assignment's autograded points, never silently:
+    a TA's override or a late penalty (grader/course/adjustments.py makes them)."""
+
+    assignment: str
+    kind: str  # "override" or "late"
+    points: float  # added to the assignment's points; negative when taken
+    text: str  # what the student and the TA read
+
+
 @dataclass
 class Grade:
     """Everything one `grade` run produced for one submission."""
@@ -60,10 +74,17 @@ class Grade:
     tests: list[TestResult]
     environment: dict
     seconds: float
+    adjustments: list[Adjustment] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the course tells the student (a pseudonym, no time known)
 
     @property
     def score(self) -> float:
-        return sum(t.score for t in self.tests)
+        return sum(t.score for t in self.tests) + sum(a.points for a in self.adjustments)
+
+    def assignment_score(self, assignment: str) -> float:
+        """The assignment's points, adjustments included."""
+        tests = sum(t.score for t in self.tests if t.assignment == assignment)
+        return tests + sum(a.points for a in self.adjustments if a.assignment == assignment)
 
     @property
     def max_score(self) -> float:
@@ -111,18 +132,24 @@ def gradescope(grade: Grade) -> dict:
             "status": "passed" if test.passed else "failed",
             "output": printable(test.output if test.graded else f"Not graded here. {test.output}"),
             "tags": [test.assignment, test.part, test.kind, test.reason, *(["bonus"] if test.bonus else [])],
-            "visibility": "visible",
+            "visibility": "after_due_date" if test.hidden else "visible",
             "extra_data": _clean({"assignment": test.assignment, "part": test.part, "kind": test.kind,
                                   "reason": test.reason, "metrics": test.metrics}),
         })  # fmt: skip
-    return {
+    course = [a.text for a in grade.adjustments] + grade.notes
+    result = {
         "score": round(grade.score, 4),
         "execution_time": round(grade.seconds, 2),
-        "output": "\n".join(filter(None, (stack.warning(grade.environment), summary_line(grade), glance.text(grade)))),
+        "output": "\n".join(filter(None, (stack.warning(grade.environment), summary_line(grade), *course,
+                                           glance.text(grade)))),
         "tests": tests,
         "extra_data": _clean({**grade.environment, "submission": grade.submission,
-                              "max_score": grade.max_score, "graded_max_score": grade.graded_max_score}),
+                              "max_score": grade.max_score, "graded_max_score": grade.graded_max_score,
+                              "adjustments": [dataclasses.asdict(a) for a in grade.adjustments]}),
     }  # fmt: skip
+    if board := leaderboard.entries(grade.tests):  # GPU tier only: the CPU tier times nothing
+        result["leaderboard"] = board
+    return result
 
 
 def summary_line(grade: Grade) -> str:

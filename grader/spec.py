@@ -8,7 +8,9 @@ The file is checked against its reference.py when it is loaded, not when grading
 function: each part calls reference.py's `<part>_inputs`, `<part>_reference`, `<part>_baseline`
 and `<part>_traffic` (a CUDA C part also `<part>_arguments` and `<part>_output_shape`) unless it
 names others, and each name must be a top-level `def` there. A case is a line,
-"DTYPE SHAPE [LAYOUT] [TIER]" ("bfloat16 1823x781 strided gpu"), or a table of the same four keys.
+"DTYPE SHAPE [LAYOUT] [TIER] [hidden]" ("bfloat16 1823x781 strided gpu"), or a table of the same
+keys. A `hidden` case (`hidden = true` in a table) is graded like any other, but the student's
+report leaves out its inputs and diagnosis and its Gradescope test shows after the due date.
 
 A Triton part may require how its kernels load: `loads = "block_pointers"` means every tile its
 kernels load goes through `tl.make_block_ptr` or a tensor descriptor, never a tensor of pointers
@@ -41,7 +43,8 @@ LOADS = ("any", "block_pointers")  # what a part requires of its kernels' loads
 # part calls besides.
 FUNCTIONS = ("inputs", "reference", "baseline", "traffic")
 CUDA_FUNCTIONS = ("arguments", "output_shape")
-CASE_LINE = f"\"DTYPE SHAPE [LAYOUT] [TIER]\" (DTYPE one of {', '.join(DTYPES)}; SHAPE positive integers joined by x, as in 129x515; LAYOUT one of {', '.join(LAYOUTS)}; TIER one of {', '.join(TIERS)})"  # fmt: skip
+HIDDEN = "hidden"  # the word that marks a case hidden until the deadline
+CASE_LINE = f"\"DTYPE SHAPE [LAYOUT] [TIER] [hidden]\" (DTYPE one of {', '.join(DTYPES)}; SHAPE positive integers joined by x, as in 129x515; LAYOUT one of {', '.join(LAYOUTS)}; TIER one of {', '.join(TIERS)}; hidden: shown to students only after the deadline)"  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Case:
     dtype: str
     layout: str = "contiguous"
     tier: str = "both"
+    hidden: bool = False  # inputs and diagnosis kept from the student until the deadline (hidden.py)
 
     def runs_on(self, device: str) -> bool:
         return self.tier == "both" or self.tier == ("gpu" if device == "cuda" else "cpu")
@@ -165,6 +169,7 @@ def _case(table: Table) -> Case:
         dtype=table.choice("dtype", DTYPES),
         layout=table.choice("layout", LAYOUTS, "contiguous"),
         tier=table.choice("tier", TIERS, "both"),
+        hidden=table.flag(HIDDEN),
     )
     table.finish()
     return case
@@ -177,12 +182,14 @@ def _case_from_line(text: str, path: Path, where: str) -> Case:
     words = text.split()
     rest = words[2:]
     layouts, tiers = [w for w in rest if w in LAYOUTS], [w for w in rest if w in TIERS]
+    hidden = rest.count(HIDDEN)
     head_ok = len(words) >= 2 and words[0] in DTYPES and re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", words[1])
-    rest_ok = len(layouts) <= 1 and len(tiers) <= 1 and len(layouts) + len(tiers) == len(rest)
+    rest_ok = len(layouts) <= 1 and len(tiers) <= 1 and hidden <= 1 and len(layouts) + len(tiers) + hidden == len(rest)
     if not (head_ok and rest_ok):
         raise SpecError(f"{path}: [{where}] case {text!r}: expected a line {CASE_LINE}")
     shape = tuple(int(d) for d in words[1].split("x"))
-    return Case(shape=shape, dtype=words[0], layout=(layouts or ["contiguous"])[0], tier=(tiers or ["both"])[0])
+    return Case(shape=shape, dtype=words[0], layout=(layouts or ["contiguous"])[0], tier=(tiers or ["both"])[0],
+                hidden=bool(hidden))
 
 
 def _cases(table: Table, key: str, default: Any = ...) -> tuple[Case, ...]:

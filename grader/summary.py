@@ -19,6 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from grader import intake, reasons, report, stack
+from grader.course import outputs as course_outputs
+from grader.course.outputs import CourseOutputs
 from grader.gradebook import Entry
 from grader.results import Grade, possible, write_json
 from grader.spec import REPO_ROOT, Assignment
@@ -40,31 +42,56 @@ def student_grade(student: str, entries: list[Entry]) -> Grade:
 
 
 def write_outputs(out: Path, students: dict[str, list[Entry]], problems: dict[str, str],
-                  assignments: list[Assignment]) -> dict[str, Grade]:  # fmt: skip
-    """Write every per-student and class-wide file; returns each student's Grade."""
+                  assignments: list[Assignment], course: CourseOutputs | None = None) -> dict[str, Grade]:  # fmt: skip
+    """Write every per-student and class-wide file; returns each student's Grade. `course`, where
+    given, adds each student's adjustments and notes, grades.csv's late and override columns, the
+    class page's similar pairs and leaderboards, and the course's own files (course/outputs.py)."""
     grades = {student: student_grade(student, entries) for student, entries in students.items()}
+    if course is not None:
+        course.apply(grades)
     for student, grade in grades.items():
         write_json(grade, out / student / "results.json")
         report.write_html(grade, out / student / "report.html")
-    write_grades_csv(out / "grades.csv", grades, assignments)
+    write_grades_csv(out / "grades.csv", grades, assignments, course)
     page = class_summary(grades, students, problems, assignments)
+    if course is not None:
+        course_outputs.write_files(out, course, grades, assignments, course.notes)
+        page.update(course_page(course, page["flagged"]))
     (out / "summary.html").write_text(report.templates().get_template("summary.html.j2").render(**page))
     return grades
 
 
+def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
+    """The class page's course sections; each flagged pair also joins both students' review reasons."""
+    why = {row["student"]: row["why"] for row in flagged}
+    for pair in course.review.pairs:
+        for me, other in ((pair.student_a, pair.student_b), (pair.student_b, pair.student_a)):
+            if me in why or me in course.students:
+                note = f"{pair.assignment}: {100 * pair.similarity:.0f}% similar to {other} (see Similar code)"
+                why.setdefault(me, []).append(note)
+    flagged[:] = [{"student": s, "why": w} for s, w in why.items() if w]
+    boards = [{"gpu": b.gpu, "href": f"{course_outputs.LEADERBOARDS}/{b.file}"} for b in course.boards]
+    return {"review": course.review, "leaderboards": boards, "course_notes": course.notes}
+
+
 def scores(grade: Grade, assignments: list[Assignment]) -> list[float]:
-    groups = grade.by_assignment()
-    return [sum(t.score for t in groups.get(a.name, [])) for a in assignments]
+    """Each assignment's points, a course's adjustments (overrides, late penalties) included."""
+    return [grade.assignment_score(a.name) for a in assignments]
 
 
-def write_grades_csv(path: Path, grades: dict[str, Grade], assignments: list[Assignment]) -> None:
+def write_grades_csv(path: Path, grades: dict[str, Grade], assignments: list[Assignment],
+                     course: CourseOutputs | None = None) -> None:  # fmt: skip
+    """student, one column per assignment, total; then, where a course sets them, each assignment's
+    days late and points taken, and whether an override is in force (course/outputs.py)."""
+    extra = course_outputs.grades_columns(course, assignments)
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["student", *(a.name for a in assignments), "total"])
+        writer.writerow(["student", *(a.name for a in assignments), "total", *(c[0] for c in extra)])
         for student, grade in grades.items():
             points = scores(grade, assignments)
+            cells = [course_outputs.grades_cell(course, student, a, what) for _, a, what in extra]
             # The name is the one cell a student chose: it must open as text, never run as a formula.
-            writer.writerow([csv_cell(student), *(round(p, 4) for p in points), round(sum(points), 4)])
+            writer.writerow([csv_cell(student), *(round(p, 4) for p in points), round(sum(points), 4), *cells])
 
 
 def class_summary(grades: dict[str, Grade], students: dict[str, list[Entry]], problems: dict[str, str],

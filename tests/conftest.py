@@ -192,7 +192,7 @@ def submission_dir(request) -> Path:
 # The longest groups are handed out first (FIRST, longest first: their fixtures took 253 s, 154 s and
 # 50 s of a two-core run, 2026-11-26), so that short tests fill the other worker meanwhile and at the
 # end, instead of one worker finishing the hostile batch alone while the other waits.
-FIRST = ("test_hostile_batch", "test_reference_submissions", "test_batch", "test_corpus")
+FIRST = ("test_hostile_batch", "test_reference_submissions", "test_batch", "test_course_batch", "test_corpus")
 
 
 @pytest.hookimpl(wrapper=True)

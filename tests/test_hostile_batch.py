@@ -85,7 +85,7 @@ OTHER = "gelu"  # the assignment hostile students hand in right, beside their ve
 JUDGED = {"wrong_result", "forbidden_op", "no_kernel_launched", "missing_file"}
 WITH_OTHER = sorted(name for name, expect in EXPECT.items() if expect["reason"] not in JUDGED)
 # Everything the grader writes under --out for this class (no archives, so no .unpacked/).
-GRADER_FILES = {"grades.csv", "gradebook.sqlite", "summary.html"} | {
+GRADER_FILES = {"grades.csv", "gradebook.sqlite", "summary.html", "similarity.csv"} | {
     f"{student}/{name}" for student in STUDENTS for name in ("results.json", "report.html")
 }
 

@@ -187,7 +187,7 @@ def test_a_case_on_one_line_is_the_table_it_stands_for(tmp_path, repo, line, cas
 @pytest.mark.parametrize(
     "line",
     ["float31 4x4", "float32", "4x4 float32", "float32 0x4", "float32 4x", "float32 4*4", "float32 4x4 strided strided",
-     "float32 4x4 cpu gpu", "float32 4x4 diagonal", "float32 4x4 gpu 2"],
+     "float32 4x4 cpu gpu", "float32 4x4 diagonal", "float32 4x4 gpu 2", "float32 4x4 hidden hidden"],
 )  # fmt: skip
 def test_a_bad_case_line_names_the_part_and_the_line(tmp_path, repo, line):
     folder = _broken(tmp_path, repo, '"float16 97",', f"{line!r},")
@@ -195,4 +195,4 @@ def test_a_bad_case_line_names_the_part_and_the_line(tmp_path, repo, line):
         load_assignment(folder)
     message = str(caught.value)
     assert message.startswith(f"{folder / 'assignment.toml'}: [parts[0] (add).cases[1]] case {line!r}: expected a line "
-                              '"DTYPE SHAPE [LAYOUT] [TIER]"'), message  # fmt: skip
+                              '"DTYPE SHAPE [LAYOUT] [TIER] [hidden]"'), message  # fmt: skip

@@ -1,0 +1,155 @@
+"""What the course adds to a batch's outputs, gathered once the class is graded.
+
+The batch hands `prepare` its students' gradebook entries; what comes back is applied to each
+student's Grade (adjustments, notes) before the reports are written, adds columns to grades.csv and
+sections to the class page, and writes the course's own files: similarity.csv, a leaderboard page
+per GPU model under leaderboards/, and canvas.csv where course.toml names a Canvas roster.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.course import adjustments, canvas, late, leaderboard, overrides, similarity
+from grader.course.adjustments import StudentCourse
+from grader.course.config import Course
+from grader.gradebook import Entry
+from grader.results import Grade
+from grader.spec import REPO_ROOT, Assignment
+from grader.text import csv_cell
+
+SIMILARITY_CSV = "similarity.csv"
+CANVAS_CSV = "canvas.csv"
+LEADERBOARDS = "leaderboards"  # a folder: one page per GPU model
+FILES = (SIMILARITY_CSV, CANVAS_CSV, LEADERBOARDS)  # what the batch writes beside the students' folders
+SIMILARITY_HEADER = ("assignment", "student_a", "student_b", "similarity")
+
+
+@dataclass
+class Board:
+    """One GPU model's standings: assignment -> [(pseudonym, geometric mean ratio, timed cases)], best first."""
+
+    gpu: str
+    standings: dict[str, list[tuple[str, float, int]]] = field(default_factory=dict)
+
+    @property
+    def file(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.gpu.lower()).strip("-") + ".html"
+
+
+@dataclass
+class CourseOutputs:
+    course: Course
+    students: dict[str, StudentCourse]
+    review: similarity.Review
+    boards: list[Board]
+    notes: list[str] = field(default_factory=list)  # for the TA: the console and the class page
+
+    def apply(self, grades: dict[str, Grade]) -> None:
+        for student, grade in grades.items():
+            mine = self.students.get(student, StudentCourse())
+            grade.adjustments, grade.notes = list(mine.adjustments), list(mine.notes)
+
+
+def prepare(course: Course, students: dict[str, list[Entry]], folders: dict[str, Path | None], submissions_dir: Path,
+            submissions: list, assignments: list[Assignment], salt: str, connection) -> CourseOutputs:  # fmt: skip
+    """Overrides and late penalties per student, the similarity review and the leaderboards."""
+    forced = overrides.in_force(connection)
+    times = late.submission_times(submissions_dir, submissions, course) if course.due else {}
+    per_student: dict[str, StudentCourse] = {}
+    for student, entries in students.items():
+        graded = {e.key.assignment: e.score for e in entries}
+        lateness = {a: found for a in graded if (found := late.lateness(course, student, a, times)) is not None}
+        per_student[student] = adjustments.for_student(student, graded, forced, lateness)
+    notes = []
+    if course.similarity:
+        review = similarity.review(folders, assignments, REPO_ROOT / "starter", course.threshold,
+                                   course.references, course.boilerplate)  # fmt: skip
+    else:
+        review = similarity.Review(skipped="similarity review is turned off in course.toml")
+    if review.skipped:
+        notes.append(review.skipped)
+    boards = []
+    if course.leaderboard and salt:
+        boards = leaderboards(students, salt)
+        names = {student: leaderboard.pseudonym(student, salt) for student in students}
+        shown = {row[0] for board in boards for rows in board.standings.values() for row in rows}
+        for student, name in names.items():
+            if name in shown:
+                per_student[student].notes.append(f"Your name on the class leaderboard: {name}")
+    elif course.leaderboard and any(e.device == "cuda" for es in students.values() for e in es):
+        notes.append("leaderboard skipped: pseudonyms need the course's secret salt, and none was given")
+    return CourseOutputs(course, per_student, review, boards, notes)
+
+
+def leaderboards(students: dict[str, list[Entry]], salt: str) -> list[Board]:
+    boards: dict[str, Board] = {}
+    for student, entries in students.items():
+        for entry in entries:
+            if entry.device != "cuda" or (found := leaderboard.geometric_mean_ratio(entry.tests)) is None:
+                continue
+            gpu = leaderboard.gpu_model(entry.tests, entry.environment)
+            rows = boards.setdefault(gpu, Board(gpu)).standings.setdefault(entry.key.assignment, [])
+            rows.append((leaderboard.pseudonym(student, salt), round(found[0], 4), found[1]))
+    for board in boards.values():
+        for rows in board.standings.values():
+            rows.sort(key=lambda row: (-row[1], row[0]))
+    return sorted(boards.values(), key=lambda b: b.gpu)
+
+
+def grades_columns(outputs: CourseOutputs | None, assignments: list[Assignment]) -> list[tuple[str, str, str]]:
+    """The extra columns of grades.csv: (header, assignment, what) for each assignment with a deadline
+    (days late, points taken) and each with an override in force."""
+    if outputs is None:
+        return []
+    columns = []
+    for a in assignments:
+        if a.name in outputs.course.due:
+            columns += [(f"{a.name}_days_late", a.name, "days"), (f"{a.name}_late_points", a.name, "taken")]
+        if any(a.name in s.overridden for s in outputs.students.values()):
+            columns.append((f"{a.name}_override", a.name, "override"))
+    return columns
+
+
+def grades_cell(outputs: CourseOutputs, student: str, assignment: str, what: str) -> str:
+    mine = outputs.students.get(student, StudentCourse())
+    if what == "override":
+        return f"{mine.overridden[assignment]:g}" if assignment in mine.overridden else ""
+    days, taken = mine.late.get(assignment, (None, 0.0))
+    if what == "days":
+        return "no time known" if days is None else str(days)
+    return f"{taken:.4g}"
+
+
+def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], assignments: list[Assignment],
+                console_notes: list[str]) -> None:  # fmt: skip
+    """similarity.csv, the leaderboard pages and canvas.csv."""
+    with (out / SIMILARITY_CSV).open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(SIMILARITY_HEADER)
+        for pair in outputs.review.pairs:
+            writer.writerow([pair.assignment, csv_cell(pair.student_a), csv_cell(pair.student_b), f"{pair.similarity:.3f}"])
+    write_leaderboards(out / LEADERBOARDS, outputs.boards)
+    roster = outputs.course.canvas_roster
+    if roster is not None:
+        points = {s: {a.name: g.assignment_score(a.name) for a in assignments} for s, g in grades.items()}
+        headers = {a.name: outputs.course.canvas_columns.get(a.name, a.name) for a in assignments}
+        most = {a.name: sum(p.correctness_points + p.performance_points for p in a.parts if not p.bonus)
+                for a in assignments}  # fmt: skip
+        unmatched = canvas.write_import(roster, out / CANVAS_CSV, points, headers, most)
+        if unmatched:
+            console_notes.append(f"canvas.csv: no roster row for {len(unmatched)} student(s): {', '.join(unmatched)}")
+
+
+def write_leaderboards(folder: Path, boards: list[Board]) -> None:
+    from grader import report  # the one Jinja2 environment of every page
+
+    folder.mkdir(exist_ok=True)
+    for stale in folder.glob("*.html"):
+        stale.unlink()
+    template = report.templates().get_template("leaderboard.html.j2")
+    for board in boards:
+        (folder / board.file).write_text(template.render(board=board))

@@ -1,0 +1,446 @@
+"""What a course runs around the grade (grader/course/), each piece on data made here: course.toml,
+late policy and submission times, overrides, leaderboards from timed results, hidden cases, the
+Canvas export and the similarity review's separation of copies from independent solutions.
+
+The leaderboard needs timed results, which the CPU tier never has: its tests build GPU-tier
+performance results at the judging layer (judging.speed_metrics on made-up timings, marked TEST
+DATA below), as test_report.py does for the speed chart. test_course_batch.py runs the batch."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import sqlite3
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from grader import hidden, judging, report, summary
+from grader.course import adjustments, canvas, late, leaderboard, outputs, overrides, similarity
+from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePolicy, load_course
+from grader.gradebook import Entry, Gradebook, Key
+from grader.messages import Activity, BenchReport, Timings
+from grader.results import Grade, TestResult, gradescope
+from conftest import grade, requires_gpu
+from grader.spec import REPO_ROOT, assignment_names, load_assignment, load_assignments
+
+TESTS = Path(__file__).resolve().parent
+KNOWN = assignment_names()
+COURSE_TOML = """
+[course]
+time_zone = "America/New_York"
+
+[late]
+per_day = 0.1
+limit = 0.3
+cutoff_days = 7
+grace_minutes = 10
+
+[assignments.vector_add]
+due = "2026-09-15 23:59"
+canvas_column = "Lab 1: vector addition (1001)"
+
+[assignments.softmax]
+due = 2026-10-01T12:00:00+02:00
+
+[[extensions]]
+student = "bob"
+assignment = "vector_add"
+days = 2
+
+[[extensions]]
+student = "carol"
+due = "2026-09-30 09:00"
+
+[leaderboard]
+enabled = false
+"""
+
+
+def course(tmp_path: Path, text: str = COURSE_TOML) -> Course:
+    path = tmp_path / "course.toml"
+    path.write_text(text)
+    return load_course(path, KNOWN)
+
+
+def test_course_toml_gives_due_times_in_their_zones_and_extensions(tmp_path):
+    loaded = course(tmp_path)
+    due, extended = loaded.due_for("alice", "vector_add")
+    assert due == datetime(2026, 9, 16, 3, 59, tzinfo=timezone.utc) and not extended  # 23:59 in New York (EDT)
+    assert loaded.due_for("Bob", "vector_add") == (due + timedelta(days=2), True)  # names compare without case
+    assert loaded.due_for("bob", "softmax") == (datetime(2026, 10, 1, 10, 0, tzinfo=timezone.utc), False)
+    assert loaded.due_for("carol", "vector_add")[0] == datetime(2026, 9, 30, 13, 0, tzinfo=timezone.utc)
+    assert loaded.due_for("alice", "matmul") is None  # no deadline: no lateness at all
+    assert loaded.canvas_columns["vector_add"] == "Lab 1: vector addition (1001)" and not loaded.leaderboard
+    assert loaded.similarity and loaded.threshold == 0.5
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("[assignments.no_such_lab]\ndue = '2026-01-01 00:00'", "no such assignment"),
+        ("[late]\nper_day = 1.5", "key 'per_day'"),
+        ("[late]\nper_dya = 0.1", "unknown key(s): per_dya"),
+        ("[assignments.vector_add]\ndue = 'next friday'", "expected a time"),
+        ("[course]\ntime_zone = 'Mars/Olympus'", "key 'time_zone'"),
+        ("[[extensions]]\nstudent = 'bob'", "key 'days'"),
+        ("[similarity]\nthreshold = 0", "key 'threshold'"),
+        ("[similarity]\nreferences = ['no/such/folder']", "not found"),
+    ],
+)
+def test_a_bad_course_toml_names_the_file_and_the_key(tmp_path, text, says):
+    with pytest.raises(CourseError) as caught:
+        course(tmp_path, text)
+    assert str(tmp_path / "course.toml") in str(caught.value) and says in str(caught.value)
+
+
+def test_the_late_policy_counts_part_days_whole_caps_at_the_limit_and_zeroes_past_the_cut_off():
+    policy = LatePolicy(per_day=0.1, limit=0.3, cutoff_days=7, grace=timedelta(minutes=10))
+    hours = lambda h: timedelta(hours=h)  # noqa: E731
+    assert policy.share_taken(hours(-5)) == (0, 0.0)
+    assert policy.share_taken(timedelta(minutes=9)) == (0, 0.0)  # within the grace
+    assert policy.share_taken(hours(1)) == (1, 0.1)  # a part day counts whole
+    assert policy.share_taken(hours(25)) == (2, 0.2)
+    assert policy.share_taken(hours(24 * 6)) == (6, 0.3)  # capped at the limit
+    assert policy.share_taken(hours(24 * 7 + 1)) == (8, 1.0)  # past the cut-off: every point
+    assert LatePolicy().share_taken(hours(100)) == (5, 0.0)  # no policy: lateness shown, nothing taken
+
+
+def _times_folder(tmp_path: Path) -> tuple[Path, list]:
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "times.csv").write_text("student,submitted_at,assignment\n"
+                                      "alice,2026-09-15 20:00,\n"
+                                      "bob,2026-09-17 08:00,vector_add\n"
+                                      "carol,2026-09-20T12:00:00+00:00,\n")  # fmt: skip
+    (folder / "notes.csv").write_text("name,comment\nalice,great\n")  # another CSV: not ours, ignored
+    submissions = [SimpleSubmission(s, folder / s) for s in ("alice", "bob", "carol", "dave")]
+    return folder, submissions
+
+
+@dataclasses.dataclass
+class SimpleSubmission:
+    student: str
+    source: Path
+
+
+def test_submission_times_come_from_a_csv_beside_the_submissions(tmp_path):
+    loaded = course(tmp_path)
+    folder, submissions = _times_folder(tmp_path)
+    times = late.submission_times(folder, submissions, loaded)
+    on_time = late.lateness(loaded, "alice", "vector_add", times)
+    assert (on_time.days, on_time.share, on_time.source) == (0, 0.0, "times.csv")
+    extended = late.lateness(loaded, "bob", "vector_add", times)  # 32 h after the due time, inside two more days
+    assert extended.extended and (extended.days, extended.share) == (0, 0.0)
+    carol = late.lateness(loaded, "carol", "softmax", times)  # no extension for softmax: due Oct 1
+    assert (carol.days, carol.share) == (0, 0.0)
+    unknown = late.lateness(loaded, "dave", "vector_add", times)
+    assert unknown.submitted is None and unknown.share == 0.0
+    assert "no submission time is known" in unknown.text(0.0) and "no penalty" in unknown.text(0.0)
+    assert late.lateness(loaded, "alice", "matmul", times) is None
+
+
+def test_submission_times_come_from_gradescope_metadata(tmp_path):
+    sys.path.insert(0, str(TESTS))
+    from test_intake import EXPORT_METADATA
+
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "submission_metadata.yml").write_text(EXPORT_METADATA)
+    submissions = [SimpleSubmission("ada@example.edu", folder / "submission_111")]
+    loaded = course(tmp_path, "[assignments.vector_add]\ndue = 2026-01-09T12:00:00-08:00\n[late]\nper_day = 0.25")
+    times = late.submission_times(folder, submissions, loaded)
+    found = late.lateness(loaded, "ada@example.edu", "vector_add", times)  # created_at 2026-01-10 12:00 -08:00
+    assert (found.days, found.share, found.source) == (1, 0.25, "Gradescope")
+    assert late.gradescope_time("2026-01-10 12:00:00.123456789 -08:00") == datetime(
+        2026, 1, 10, 20, 0, 0, 123456, tzinfo=timezone.utc)  # fmt: skip
+
+
+def _lateness(days: int, share: float, submitted: bool = True) -> late.Lateness:
+    due = datetime(2026, 9, 16, 3, 59, tzinfo=timezone.utc)
+    return late.Lateness(due, False, due + timedelta(days=days) if submitted else None, "times.csv", days, share)
+
+
+def test_an_override_replaces_the_tests_points_and_the_late_penalty_still_applies():
+    made = overrides.Override("alice", "vector_add", 5.0, "regraded by hand: the timeout was ours", "2026-09-20T10:00:00+00:00")
+    mine = adjustments.for_student("alice", {"vector_add": 2.0, "softmax": 6.0}, {("alice", "vector_add"): made},
+                                   {"vector_add": _lateness(2, 0.2), "softmax": _lateness(9, 1.0)})  # fmt: skip
+    tests = [TestResult("vector_add", "add", "correctness", "a", "wrong_result", 2.0, 6.0, ""),
+             TestResult("softmax", "softmax", "correctness", "b", "ok", 6.0, 6.0, "")]  # fmt: skip
+    grade = Grade("alice", tests, {}, 0.0, mine.adjustments)
+    assert math.isclose(grade.score, 8.0 + 3.0 - 1.0 - 6.0)
+    assert math.isclose(grade.assignment_score("vector_add"), 4.0) and grade.assignment_score("softmax") == 0.0
+    assert mine.late == {"vector_add": (2, pytest.approx(1.0)), "softmax": (9, 6.0)}
+    texts = [a.text for a in mine.adjustments]
+    assert "set to 5 points by course staff" in texts[0] and "the timeout was ours" in texts[0]
+    assert "-1.00 points" in texts[1] and "every point (past the cut-off)" in texts[2]
+    nobody = adjustments.for_student("dave", {"vector_add": 4.0}, {}, {"vector_add": _lateness(0, 0.0, False)})
+    assert [a.points for a in nobody.adjustments] == [0.0] and nobody.late == {"vector_add": (None, 0.0)}
+
+
+def test_overrides_keep_their_history_and_the_latest_is_in_force(tmp_path):
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        overrides.record(book.connection, "alice", "vector_add", 3.0, "first look")
+        overrides.record(book.connection, "alice", "vector_add", 4.5, "second look")
+        forced = overrides.in_force(book.connection)
+    assert forced[("alice", "vector_add")].points == 4.5 and forced[("alice", "vector_add")].reason == "second look"
+    with sqlite3.connect(tmp_path / "gradebook.sqlite") as db:
+        rows = db.execute("SELECT points, reason, made_at FROM overrides ORDER BY id").fetchall()
+    assert [r[:2] for r in rows] == [(3.0, "first look"), (4.5, "second look")] and all(r[2] for r in rows)
+
+
+# TEST DATA: GPU-tier results made at the judging layer from made-up timings (no GPU measured these).
+def timed(assignment: str, part: str, ratio: float, gpu: str = "NVIDIA H100 80GB HBM3") -> TestResult:
+    bench = BenchReport(Timings([0.1 / ratio] * 20, [0.0] * 20), Timings([0.1] * 20, [0.0] * 20), Activity(),
+                        copy_gbps=3000.0, device_name=gpu)  # fmt: skip
+    metrics = judging.speed_metrics(bench, {"bytes": 10**6, "flops": 0})
+    return TestResult(assignment, part, "performance", f"{assignment}/{part}: speed", "ok" if ratio >= 0.8 else "too_slow",
+                      1.0 if ratio >= 0.8 else 0.5, 1.0, "timed", metrics)  # fmt: skip
+
+
+def test_leaderboard_entries_are_the_geometric_mean_of_every_timed_ratio():
+    tests = [timed("softmax", "softmax", 2.0), timed("softmax", "online", 0.5), timed("vector_add", "add", 1.1)]
+    board = gradescope(Grade("alice", tests, {"device": "cuda"}, 1.0))["leaderboard"]
+    assert board == [{"name": "softmax (x torch)", "value": 1.0, "order": "desc"},
+                     {"name": "vector_add (x torch)", "value": 1.1, "order": "desc"}]  # fmt: skip
+    untimed = TestResult("softmax", "online", "performance", "x", "wrong_result", 0.0, 1.0, "not timed")
+    assert leaderboard.geometric_mean_ratio([tests[0], untimed]) is None  # every benchmark, or no entry
+    cpu = TestResult("softmax", "softmax", "performance", "x", "no_gpu", 0.0, 1.0, "needs a GPU")
+    assert "leaderboard" not in gradescope(Grade("alice", [cpu], {"device": "cpu"}, 1.0))
+
+
+def test_pseudonyms_are_stable_keyed_by_the_salt_and_distinct_across_a_class():
+    assert leaderboard.pseudonym("alice", "s1") == leaderboard.pseudonym("alice", "s1")
+    assert leaderboard.pseudonym("alice", "s1") != leaderboard.pseudonym("alice", "s2")
+    names = {leaderboard.pseudonym(f"student{i}@uni.edu", "salt") for i in range(500)}
+    assert len(names) == 500 and all("student" not in n for n in names)
+
+
+def _entry(student: str, assignment: str, tests: list[TestResult], device: str = "cuda") -> Entry:
+    return Entry(Key(student, assignment, "hash-" + student, "v"), device, tests, {"device": device}, 1.0, "now")
+
+
+def test_a_leaderboard_page_per_gpu_model_under_pseudonyms_and_each_report_names_its_own(tmp_path):
+    students = {
+        "alice": [_entry("alice", "vector_add", [timed("vector_add", "add", 1.2)])],
+        "bob": [_entry("bob", "vector_add", [timed("vector_add", "add", 0.7)])],
+        "carol": [_entry("carol", "vector_add", [timed("vector_add", "add", 0.9, gpu="NVIDIA H200")])],
+        "dave": [_entry("dave", "vector_add", [TestResult("vector_add", "add", "performance", "x", "wrong_result",
+                                                          0.0, 1.0, "not timed")])],  # fmt: skip
+    }
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(Course(path=None, similarity=False), students, {}, tmp_path, [],
+                                 load_assignments(["vector_add"]), "the salt", book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
+    pages = sorted(p.name for p in (tmp_path / "leaderboards").iterdir())
+    assert pages == ["nvidia-h100-80gb-hbm3.html", "nvidia-h200.html"]
+    h100 = (tmp_path / "leaderboards" / pages[0]).read_text()
+    alice, bob = (leaderboard.pseudonym(s, "the salt") for s in ("alice", "bob"))
+    assert h100.index(alice) < h100.index(bob) and "1.200" in h100 and "0.700" in h100
+    for student in students:
+        assert student not in h100  # pseudonyms only
+    assert f"Your name on the class leaderboard: {alice}" in (tmp_path / "alice" / "report.html").read_text()
+    assert "leaderboard" not in (tmp_path / "dave" / "report.html").read_text()  # not ranked, no name to give
+    assert 'href="leaderboards/nvidia-h200.html"' in (tmp_path / "summary.html").read_text()
+
+
+def test_the_leaderboard_is_off_where_course_toml_says_or_without_a_salt(tmp_path):
+    students = {"alice": [_entry("alice", "vector_add", [timed("vector_add", "add", 1.2)])]}
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        off = outputs.prepare(Course(path=None, similarity=False, leaderboard=False), students, {}, tmp_path, [],
+                              [], "the salt", book.connection)  # fmt: skip
+        unsalted = outputs.prepare(Course(path=None, similarity=False), students, {}, tmp_path, [], [], "",
+                                   book.connection)  # fmt: skip
+    assert not off.boards and not off.students["alice"].notes
+    assert not unsalted.boards and any("salt" in note for note in unsalted.notes)
+
+
+def test_a_hidden_case_keeps_its_inputs_and_diagnosis_from_the_student(tmp_path, repo):
+    toml = (repo / "assignments" / "vector_add" / "assignment.toml").read_text()
+    folder = tmp_path / "vector_add"
+    folder.mkdir()
+    (folder / "reference.py").write_text((repo / "assignments" / "vector_add" / "reference.py").read_text())
+    (folder / "assignment.toml").write_text(toml.replace('"float16 97",', '"float16 97 hidden", { shape = [5], dtype = "float32", hidden = true },'))  # fmt: skip
+    cases = load_assignment(folder).parts[0].cases
+    assert [c.hidden for c in cases[:3]] == [False, True, True]
+    where = {"rows": 1, "cols": 97, "tile": [1, 8], "shares": [[0.0, 1.0]], "bad_row_ranges": "0", "bad_col_ranges": "90-96"}
+    secret = TestResult("vector_add", "add", "correctness", "vector_add/add: float16 97", "wrong_result", 0.0, 1.0,
+                        "max abs error 3.5 at index 93 of float16 97", {"where": where}, hidden=True)  # fmt: skip
+    shown = TestResult("vector_add", "add", "correctness", "vector_add/add: float32 1", "ok", 1.0, 1.0, "")
+    grade = Grade("alice", [shown, secret], {"device": "cpu", "tier": "CPU"}, 1.0)
+    html = report.render_html(grade)
+    assert "hidden case 1" in html and hidden.HIDDEN_OUTPUT in html and "wrong_result" in html
+    assert "float16 97" not in html and "index 93" not in html and "Where it is wrong" not in html
+    terminal = io.StringIO()
+    report.print_table(grade, Console(file=terminal, width=200))
+    assert "float16 97" not in terminal.getvalue() and "hidden case 1" in terminal.getvalue()
+    tests = gradescope(grade)["tests"]
+    assert [t["visibility"] for t in tests] == ["visible", "after_due_date"]
+    assert "index 93" in tests[1]["output"]  # Gradescope shows it whole once the deadline has passed
+
+
+ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Lab 0 (999),Current Score
+    Points Possible,,,,,10.00,(read only)
+"Doe, Jane",101,S101,jdoe,GPU 101,10,100
+"Roe, Rich",102,S102,rroe,GPU 101,8,80
+"Poe, Ed",103,S103,epoe,GPU 101,,0
+"""
+
+
+def test_the_canvas_export_keeps_the_roster_columns_and_adds_a_column_per_assignment(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("\ufeff" + ROSTER)  # Canvas writes a byte-order mark
+    points = {"jdoe@uni.edu": {"vector_add": 5.5}, "S102": {"vector_add": 3.0}, "zed": {"vector_add": 1.0}}
+    unmatched = canvas.write_import(roster, tmp_path / "canvas.csv", points, {"vector_add": "Lab 1 (1001)"},
+                                    {"vector_add": 6.0})  # fmt: skip
+    rows = list(csv.reader((tmp_path / "canvas.csv").open()))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lab 1 (1001)"]
+    assert rows[1] == ["    Points Possible", "", "", "", "", "6"]
+    assert rows[2] == ["Doe, Jane", "101", "S101", "jdoe", "GPU 101", "5.50"]  # matched by the e-mail's user part
+    assert rows[3][-1] == "3.00" and rows[4][-1] == ""  # by SIS User ID; no submission: left as Canvas has it
+    assert unmatched == ["zed"]
+    (tmp_path / "bad.csv").write_text("name,score\nx,1\n")
+    with pytest.raises(canvas.RosterError):
+        canvas.write_import(tmp_path / "bad.csv", tmp_path / "x.csv", points, {}, {})
+
+
+def test_without_copydetect_the_review_is_skipped_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(similarity, "unavailable", lambda: "similarity review skipped: copydetect is not installed")
+    folders = {"alice": REPO_ROOT / "solutions", "bob": REPO_ROOT / "solutions"}
+    entries = {s: [_entry(s, "vector_add", [], "cpu")] for s in folders}
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(Course(path=None), entries, folders, tmp_path, [], load_assignments(["vector_add"]),
+                                 "", book.connection)  # fmt: skip
+    assert extras.review.skipped and extras.notes == [extras.review.skipped]
+    summary.write_outputs(tmp_path, entries, {}, load_assignments(["vector_add"]), extras)
+    assert "copydetect is not installed" in (tmp_path / "summary.html").read_text()
+    assert (tmp_path / "similarity.csv").read_text().splitlines() == ["assignment,student_a,student_b,similarity"]
+
+
+# Corpus entries that are one upstream file, wrapped twice (llm.c's GELU, kernels 1 and 2): not independent.
+SAME_SOURCE = {frozenset({"llmc_gelu_forward1", "llmc_gelu_forward2"})}
+
+
+def test_the_review_flags_disguised_copies_and_no_pair_of_independent_solutions(tmp_path):
+    """Every assignment's solution and public corpus kernels, plus a disguised copy of each Python
+    one (tests/disguise.py: names, order, comments and docstrings changed): each copy is flagged
+    against its original, and no two independent solutions are. The figures behind the threshold."""
+    pytest.importorskip("copydetect", reason="the similarity review needs copydetect")
+    from disguise import disguise
+
+    folders = {"solutions": REPO_ROOT / "solutions"}
+    for entry in sorted((TESTS / "corpus").glob("*/expect.toml")):
+        folders[entry.parent.name] = entry.parent
+    originals = {}
+    for name, folder in list(folders.items()):
+        for source in sorted(folder.glob("*/*.py")):
+            copy = tmp_path / f"copy_of_{name}" / source.parent.name / source.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(disguise(source.read_text()))
+            folders[f"copy_of_{name}"] = tmp_path / f"copy_of_{name}"
+            originals[f"copy_of_{name}"] = name
+    every = similarity.review(folders, load_assignments(), REPO_ROOT / "starter", 0.01).pairs  # every pair that shares a run
+    flagged = {frozenset((p.student_a, p.student_b)) for p in every if p.similarity >= DEFAULT_THRESHOLD}
+    expected = {frozenset((copy, original)) for copy, original in originals.items()} | SAME_SOURCE
+    assert flagged == expected, sorted(map(sorted, flagged ^ expected))
+    copies = [p.similarity for p in every if frozenset((p.student_a, p.student_b)) in expected - SAME_SOURCE]
+    independent = [p.similarity for p in every if not {p.student_a, p.student_b} & set(originals)
+                   and frozenset((p.student_a, p.student_b)) not in SAME_SOURCE]  # fmt: skip
+    assert min(copies) >= 0.7 and max(independent) <= 0.3, (min(copies), max(independent))  # far from the threshold
+    print(json.dumps({"copies_min": min(copies), "independent_max": max(independent)}))
+
+
+def test_the_salt_file_course_toml_names_is_read_relative_to_it(tmp_path):
+    from grader.course.config import read_course_salt
+
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "salt.txt").write_text("  the course's secret\n")
+    assert read_course_salt(course(tmp_path, "[course]\nsalt_file = 'secret/salt.txt'")) == "the course's secret"
+    assert read_course_salt(course(tmp_path, "")) == "" and read_course_salt(None) == ""
+    with pytest.raises(CourseError, match="salt_file"):
+        read_course_salt(course(tmp_path, "[course]\nsalt_file = 'secret/missing.txt'"))
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_a_gpu_grade_carries_its_leaderboard_entry(tmp_path):
+    """On a GPU the solution's vector_add is timed: its results.json ranks it by the geometric mean
+    of its measured ratios, and a batch's leaderboard page names its GPU."""
+    graded = grade(REPO_ROOT / "solutions", ["vector_add"], device="cuda")
+    [entry] = gradescope(graded)["leaderboard"]
+    ratios = [t.metrics["ratio"] for t in graded.tests if t.kind == "performance"]
+    assert len(ratios) == 3 and entry["name"] == "vector_add (x torch)" and entry["order"] == "desc"
+    assert entry["value"] == pytest.approx(math.prod(ratios) ** (1 / len(ratios)), rel=1e-3)
+    students = {"alice": [Entry(Key("alice", "vector_add", "h", "v"), "cuda", graded.tests, graded.environment, 1.0,
+                                "now")]}  # fmt: skip
+    boards = outputs.leaderboards(students, "the salt")
+    assert [b.gpu for b in boards] == [graded.environment["gpu"]] and boards[0].standings["vector_add"][0][1] > 0
+
+
+def test_earlier_terms_are_references_and_given_code_is_boilerplate(tmp_path):
+    """A student who hands in last term's solution is flagged against it (two earlier submissions are
+    never compared with each other); code course.toml declares given is nobody's."""
+    pytest.importorskip("copydetect", reason="the similarity review needs copydetect")
+    from disguise import disguise
+
+    solution = (REPO_ROOT / "solutions" / "softmax" / "softmax.py").read_text()
+    earlier = tmp_path / "fall-2025"
+    for name in ("kim", "lee"):
+        (earlier / name / "softmax").mkdir(parents=True)
+        (earlier / name / "softmax" / "softmax.py").write_text(solution)
+    now = tmp_path / "class" / "max" / "softmax"
+    now.mkdir(parents=True)
+    (now / "softmax.py").write_text(disguise(solution))
+    folders = {"max": now.parent, "ned": REPO_ROOT / "starter"}
+    found = similarity.review(folders, load_assignments(["softmax"]), REPO_ROOT / "starter", 0.5, (earlier,))
+    assert {(p.student_a, p.student_b) for p in found.pairs} == {("max", "earlier:fall-2025/kim"),
+                                                                 ("max", "earlier:fall-2025/lee")}  # fmt: skip
+    given = similarity.review(folders, load_assignments(["softmax"]), REPO_ROOT / "starter", 0.5, (earlier,),
+                              boilerplate=(earlier / "kim",))  # fmt: skip
+    assert not given.pairs  # all of it was given code: nothing of max's own is left to compare
+
+
+def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text(ROSTER)
+    loaded = Course(path=None, similarity=False, canvas_roster=roster, canvas_columns={"vector_add": "Lab 1 (1001)"})
+    made = overrides.Override("jdoe", "vector_add", 5.0, "by hand", "2026-09-20T10:00:00+00:00")
+    tests = [TestResult("vector_add", "add", "correctness", "a", "ok", 4.0, 4.0, "")]
+    students = {"jdoe": [_entry("jdoe", "vector_add", tests, "cpu")], "zed": [_entry("zed", "vector_add", tests, "cpu")]}
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        overrides.record(book.connection, made.student, made.assignment, made.points, made.reason)
+        extras = outputs.prepare(loaded, students, {}, tmp_path, [], load_assignments(["vector_add"]), "",
+                                 book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
+    rows = list(csv.reader((tmp_path / "canvas.csv").open()))
+    assert rows[0][-1] == "Lab 1 (1001)" and rows[1][-1] == "6" and rows[2][-1] == "5.00"  # the override's points
+    assert any("no roster row for 1 student(s): zed" in note for note in extras.notes)
+    assert "zed" in (tmp_path / "summary.html").read_text().split("Every student")[0]  # the note is on the class page
+    assert grades_of(tmp_path)["jdoe"] == {"student": "jdoe", "vector_add": "5.0", "total": "5.0", "vector_add_override": "5"}
+
+
+def grades_of(out: Path) -> dict[str, dict[str, str]]:
+    with (out / "grades.csv").open() as file:
+        return {row["student"]: row for row in csv.DictReader(file)}
+
+
+def test_override_and_course_usage_errors_exit_2(tmp_path):
+    from grader.cli import main
+
+    assert main(["override", "--out", str(tmp_path), "alice", "vector_add", "--points", "3", "--reason", "x"]) == 2
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.record(Key("alice", "vector_add", "h", "v"), "cpu", [], {}, 1.0)
+    for argv in (["bob", "vector_add", "--points", "3", "--reason", "x"],  # nobody of that name was graded
+                 ["alice", "no_such_lab", "--points", "3", "--reason", "x"],
+                 ["alice", "vector_add", "--points", "nan", "--reason", "x"],
+                 ["alice", "vector_add", "--points", "3", "--reason", "  "]):  # fmt: skip
+        assert main(["override", "--out", str(tmp_path), *argv]) == 2, argv
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        assert overrides.in_force(book.connection) == {}  # nothing kept from a refused command
+    assert main(["batch", str(tmp_path), "--out", str(tmp_path / "out"), "--course", str(tmp_path / "none.toml")]) == 2
