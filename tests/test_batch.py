@@ -284,3 +284,21 @@ def test_an_unreadable_salt_file_and_an_empty_folder_are_usage_errors(tmp_path, 
     assert main(["batch", str(empty), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
     monkeypatch.setenv("GRADER_SALT_FILE", str(tmp_path / "missing-salt"))
     assert main(["batch", str(empty), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+
+
+def test_the_hang_guard_waits_while_there_is_progress_and_kills_a_stall(tmp_path):
+    """run_while_progressing (conftest.py), which every batch here waits with: a process that keeps
+    finishing work is waited for past the stall limit, one that stops is killed and the test fails."""
+    counter = tmp_path / "count"
+    counter.write_text("0")
+    steady = ("import pathlib, sys, time\np = pathlib.Path(sys.argv[1])\n"
+              "for i in range(1, 6):\n    time.sleep(0.6); p.write_text(str(i)); print(i, flush=True)\n")  # fmt: skip
+    progress = lambda: int(counter.read_text() or 0)  # noqa: E731
+    process = subprocess.Popen([sys.executable, "-c", steady, str(counter)], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)  # fmt: skip
+    assert run_while_progressing(process, progress, stall_s=2.5).split() == ["1", "2", "3", "4", "5"]
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(600)"],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    with pytest.raises(pytest.fail.Exception, match="no progress for 3 s"):
+        run_while_progressing(stuck, progress, stall_s=3)
+    assert stuck.poll() is not None, "the stalled process was left running"
