@@ -12,7 +12,7 @@ and the page is rendered again: the table is replaced, nothing is appended. Hist
     .venv/bin/python tools/measurements.py warm-parity comparison.json cold/results.json
     .venv/bin/python tools/measurements.py batch-parity comparison.json serial/results.json [--name class-of-20-gelu]
     .venv/bin/python tools/measurements.py report-speed bench-report.json
-    .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap]
+    .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
 
 `warm-parity` and `batch-parity` read the `--json` of tools/warm_parity.py and tools/batch_parity.py.
 `suite` measures the test suite the way a newcomer meets it: a fresh clone of HEAD, an empty HOME
@@ -206,13 +206,14 @@ def without_bwrap(folder: Path) -> str:
     return str(folder)
 
 
-def suite(condition: str, busy: bool, hide_bwrap: bool) -> dict:
-    """A fresh clone's set-up and `make test`, every cache empty, timed; the row of `condition`."""
+def suite(condition: str, busy: bool, hide_bwrap: bool, home: Path | None = None) -> list:
+    """A fresh clone's set-up and `make test`, timed; the row of `condition`. HOME is an empty folder
+    (every cache cold), or `home` where given: a HOME an earlier run warmed, to see what caches save."""
     scratch = Path(tempfile.mkdtemp(prefix="suite-"))
-    clone, home = scratch / "clone", scratch / "home"
-    home.mkdir()
+    clone, home = scratch / "clone", home or scratch / "home"
+    home.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-    env = {**os.environ, "HOME": str(home)}
+    env = {**os.environ, "HOME": str(home), "PYTEST_ADDOPTS": "--durations=40"}  # the slowest, as CI lists them
     env.pop("XDG_CACHE_HOME", None)
     if hide_bwrap:
         env["PATH"] = without_bwrap(scratch / "bin")
@@ -227,13 +228,23 @@ def suite(condition: str, busy: bool, hide_bwrap: bool) -> dict:
         for spinner in spinners:
             spinner.kill()
     (scratch / "make-test.log").write_text(done.stdout + done.stderr)
-    counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|skipped|failed|errors?)", done.stdout.splitlines()[-1])}
+    summary = next((line for line in reversed(done.stdout.splitlines()) if re.search(r"\d+ (passed|failed)", line)), "")
+    counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|skipped|failed|errors?)", summary)}
     failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
-    row = [condition, datetime.date.today().isoformat(), f"{platform.node() or '-'}, {os.cpu_count()} cores",
+    row = [condition, datetime.date.today().isoformat(), f"{_cpu()}, {os.cpu_count()} cores",
            _commit(), f"{setup:.0f} s", f"{tested:.0f} s", f"{(setup + tested) / 60:.1f} min", counts.get("passed", 0),
            counts.get("skipped", 0), failed]  # fmt: skip
     print(f"{condition}: set-up {setup:.0f} s, make test {tested:.0f} s (exit {done.returncode}); log in {scratch}")
     return row
+
+
+def _cpu() -> str:
+    """The processor's model name, as /proc/cpuinfo gives it (the machine's own name says nothing)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "-"
 
 
 def suite_record(row: list) -> dict:
@@ -260,6 +271,7 @@ def main() -> int:
     parser.add_argument("--condition", help="suite: the row's name (idle, busy, ...)")
     parser.add_argument("--busy", action="store_true", help="suite: keep every core busy meanwhile")
     parser.add_argument("--without-bwrap", action="store_true", help="suite: hide bubblewrap from the PATH")
+    parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
     args = parser.parse_args()
     if args.what == "check":
         same = PAGE.exists() and PAGE.read_text() == render(load_records())
@@ -271,7 +283,7 @@ def main() -> int:
         "warm-parity": lambda: warm_parity(args.inputs[0], args.inputs[1], args.driver),
         "batch-parity": lambda: batch_parity(args.inputs[0], args.inputs[1], args.driver, args.name),
         "report-speed": lambda: report_speed(args.inputs[0]),
-        "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap)),
+        "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()
     if record is None:
