@@ -1,4 +1,4 @@
-"""Grading a whole class on Dask distributed: `python -m grader batch` (README.md, "Grading a class").
+"""Grading a whole class on Dask distributed: `python -m grader batch` (docs/staff.md, "Grading a class").
 
 One Dask task grades one (student, assignment) by calling `grade_assignment` on a worker, which
 spawns the usual child process for the student's code; the worker then only judges. The embedded

@@ -1,4 +1,4 @@
-"""`python -m grader grade|batch|override|release|gradescope ...` (README.md, "Teaching assistants").
+"""`python -m grader grade|batch|override|release|gradescope ...` (docs/staff.md).
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.
@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from grader import report
+from grader import report, terminal
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
@@ -96,7 +96,7 @@ def grade(args: argparse.Namespace, console: Console) -> int:
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)
     report.write_html(result, args.html)
-    report.print_table(result, console)
+    terminal.print_table(result, console)
     console.print(report.plain(f"Report: {args.html}   results.json: {args.json}"))
     return 0
 

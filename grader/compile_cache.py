@@ -17,7 +17,7 @@ alone, and its size counts against the assignment's `scratch_gib` (limits.Watchd
 
 The autotuner's picks are kept too, a timing child's apart from a correctness child's
 (child/timed_picks.py): a warm grading times the configs a cold one's timed phase picked. That is
-what makes the two gradings' speed ratios agree (README.md, "Measured on a GPU").
+what makes the two gradings' speed ratios agree (docs/measurements.md).
 """
 
 from __future__ import annotations

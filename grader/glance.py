@@ -132,6 +132,16 @@ class PartLine:
         return f"{self.score:.2f}/{self.max_score:.2f}" + (" bonus" if self.bonus else "")
 
 
+def points_of(tests: list[TestResult], slash: str = " / ") -> str:
+    """An assignment's points and its bonus apart ("18.00 / 18.00, bonus 10.00 / 10.00"): earned
+    bonus points never read as points over the maximum."""
+    bonus = [t for t in tests if t.bonus]
+    text = f"{sum(t.score for t in tests if not t.bonus):.2f}{slash}{results.possible(tests):.2f}"
+    if bonus:
+        text += f", bonus {sum(t.score for t in bonus):.2f}{slash}{sum(t.max_score for t in bonus):.2f}"
+    return text
+
+
 def parts(grade: Grade) -> list[PartLine]:
     """Every part, those that lost points first: failed, then partial (least earned first), passed, not
     graded; otherwise in the order they were graded."""

@@ -9,6 +9,8 @@ and their order here are fixed. Each carries what the rest of the grader needs t
   one load row, and the first such failure stands for the part);
 - `review`: the code broke the process or the rules, not just the numbers, so the class summary
   flags the student for a person to look at;
+- `untouched`: the part is still the starter's stub, so every part failing so is said once in the
+  terminal, with where to begin (terminal.py), not once a part;
 - `earned_by`: where the test suite proves that a submission earns it: `known_wrong` (a known-wrong
   submission under tests/submissions/ on the CPU tier), `known_wrong_gpu` (one whose expect.toml
   says `tier = "gpu"`), `starter` (starter/ itself), `off_gpu` (every speed test on a machine with
@@ -28,12 +30,13 @@ class Reason:
     earned_by: str
     load: bool = False
     review: bool = False
+    untouched: bool = False
 
 
 REGISTRY = (
     Reason("ok", "", "solutions"),
     Reason("not_implemented", "The stub still raises NotImplementedError (or, for CUDA, its launcher still returns the "
-           "stub's code). Fill in the function body.", "starter"),
+           "stub's code). Fill in the function body.", "starter", untouched=True),
     Reason("missing_file", "Keep the starter's file names and folders: <assignment>/<file> inside the submission.",
            "known_wrong", load=True),
     Reason("syntax_error", "Python could not parse the file. Fix the line shown, then run `make grade` again.",
@@ -78,6 +81,7 @@ CODES = tuple(BY_CODE)
 HINTS = {reason.code: reason.hint for reason in REGISTRY if reason.hint}
 LOAD = frozenset(reason.code for reason in REGISTRY if reason.load)
 REVIEW = tuple(reason.code for reason in REGISTRY if reason.review)
+UNTOUCHED = frozenset(reason.code for reason in REGISTRY if reason.untouched)
 # The reasons a child may give for a task it could not finish (a Failure: its own account of the
 # student's code); a Failure naming any other code, "ok" above all, is tampering (messages.decode).
 CHILD_FAILURES = frozenset({"missing_file", "syntax_error", "import_error", "missing_entry_point", "compile_error",

@@ -1,7 +1,7 @@
 """The student bundle: `python -m grader release --out DIR`.
 
 What students get: the handouts and grading data (assignments/), the stubs (starter/), the grader
-itself, the Makefile and README, and the tests that check the grader without any solution. What
+itself, the documentation (README and docs/, which the README points to), the Makefile, and the tests that check the grader without any solution. What
 they never get: solutions/, the known-wrong submissions under tests/ (each is a solution with one
 bug), the tests that grade those, and any salt (the batch salt lives outside the repository).
 The bundle is marked by RELEASE.json, so that its own tests know solutions/ is absent on purpose.
@@ -24,7 +24,7 @@ from grader.isolation import graded_files
 from grader.spec import REPO_ROOT, assignment_names
 
 MARKER = "RELEASE.json"
-TOP = ("assignments", "starter", "grader", "Makefile", "README.md", "pyproject.toml", ".gitignore")
+TOP = ("assignments", "starter", "grader", "docs", "Makefile", "README.md", "pyproject.toml", ".gitignore")
 STUDENT_MARK = "pytest.mark.student"  # registered in pyproject.toml
 SUPPORT = ("conftest.py",)  # the fixtures every shipped test uses
 

@@ -1,4 +1,4 @@
-"""What a person reads: a compact table in the terminal and a self-contained HTML report.
+"""The self-contained HTML report a student reads (the terminal's table is terminal.py's).
 
 The HTML comes from Jinja2 templates in grader/templates/ (inline CSS and SVG, nothing fetched
 from the network), so a report opens the same on a laptop offline as on a course server.
@@ -6,16 +6,16 @@ from the network), so a report opens the same on a laptop offline as on a course
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from grader import glance, hidden, reasons, stack
 from grader.results import Grade, TestResult, possible, summary_line
+from grader.terminal import plain  # noqa: F401  (where cli.py and summary.py take it from)
 from grader.text import printable
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -25,57 +25,6 @@ HINTS = reasons.HINTS
 
 def status_of(test: TestResult) -> str:
     return glance.status_of([test])
-
-
-COLOURS = {"passed": "green", "partial": "yellow", "failed": "red", "not graded": "dim"}
-
-
-def _speed_cell(line: glance.PartLine) -> str:
-    """The timed cases' ratios to torch (a range), and what the slowest needs for the next tier."""
-    if not line.speeds:
-        timed = [t for t in line.tests if t.kind == "performance"]
-        return "needs a GPU" if timed and not any(t.graded for t in timed) else ""
-    text = line.speed_range()
-    if tier := min(line.speeds, key=lambda s: s.ratio).next_tier_text():
-        text += f"; {tier}"
-    return text
-
-
-def plain(text: object, style: str = "") -> Text:
-    """Text for Rich that is printed as it reads: a `Text` is never parsed as markup, so a student's
-    `[/]` cannot make Rich raise, and printable() leaves no escape sequence for the terminal."""
-    return Text(printable(text), style=style)
-
-
-def print_table(grade: Grade, console: Console | None = None) -> None:
-    """One row per part, those that lost points first (glance.py), with its speed against the
-    next tier on a GPU; then each failed part's first failure in one line: enough to know what to
-    fix. The HTML report has the rest."""
-    console = console or Console()
-    grade = hidden.for_student(grade)
-    table = Table(title=plain(f"Grades for {grade.submission}"))
-    lines = glance.parts(grade)
-    timed = any(line.speeds for line in lines)  # no speed column where none was measured (a CPU)
-    columns = ("assignment", "part", "status", "cases", "points", "what failed") + (("speed",) if timed else ())
-    for column in columns:  # folded, never cut with an ellipsis, in a narrow terminal
-        numbers = column in ("cases", "points")
-        table.add_column(column, justify="right" if numbers else "left", overflow="fold", no_wrap=numbers)
-    for line in lines:
-        part = f"{line.part} (bonus)" if line.bonus else line.part
-        cells = [plain(line.assignment), plain(part), plain(line.status, COLOURS[line.status]), line.cases(),
-                 f"{line.score:.2f}/{line.max_score:.2f}", plain(line.reasons)]  # fmt: skip
-        table.add_row(*cells, *([plain(_speed_cell(line))] if timed else []))
-    console.print(table)
-    for line in lines:  # the first thing to fix in each part
-        if not line.failed:
-            continue
-        test = next((t for t in line.failed if t.kind != "build"), line.failed[0])
-        first = (printable(test.output).strip().splitlines() or [""])[0]
-        console.print(Text.assemble(plain(test.reason, "red"), " ", plain(test.name), ": ", printable(first, 200)),
-                      highlight=False)  # fmt: skip
-    console.print(summary_line(grade), markup=False)
-    if warning := stack.warning(grade.environment):
-        console.print(Text(warning, style="bold red"))
 
 
 def _finalize(value: object) -> object:
@@ -93,22 +42,42 @@ def templates() -> Environment:
     return env
 
 
-def _axis(speeds: list[glance.Speed]) -> tuple[float, list[float]]:
-    """The speed chart's right end (past every ratio and tier edge) and its labelled ticks."""
-    top = max([1.0] + [s.ratio for s in speeds] + [edge for s in speeds for edge, _ in s.tiers]) * 1.15
-    step = 0.25 if top <= 2 else 0.5 if top <= 4 else 1.0
-    return top, [step * i for i in range(1, int(top / step) + 1)]
+@dataclass(frozen=True)
+class LogAxis:
+    """The speed chart's axis: ratios to torch on a log scale, so that one kernel at 15.9x torch
+    (a fused chain against unfused torch) leaves the others' bars and tier edges apart, and 0.5x
+    lies as far below 1x as 2x above it. `ticks` are the 1-2-5 steps within the range."""
+
+    low: float
+    high: float
+    ticks: tuple[float, ...]
+
+    @classmethod
+    def around(cls, speeds: list[glance.Speed]) -> LogAxis:
+        values = [1.0] + [s.ratio for s in speeds if s.ratio > 0] + [edge for s in speeds for edge, _ in s.tiers if edge > 0]
+        low, high = min(values) / 2, max(values) * 1.25  # a step of room below: the slowest bar still shows
+        decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        for marks in ((1, 2, 5), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)):  # finer where the range is narrow
+            ticks = tuple(m * 10.0**e for e in decades for m in marks if low <= m * 10.0**e <= high)
+            if len(ticks) >= 3:
+                break
+        return cls(low, high, ticks)
+
+    def at(self, ratio: float, width: float) -> float:
+        """Where `ratio` lies, from 0 to `width` (clamped: a ratio of 0 sits at the left end)."""
+        ratio = min(max(ratio, self.low), self.high)
+        return width * math.log(ratio / self.low) / math.log(self.high / self.low)
 
 
 def render_html(grade: Grade) -> str:
     grade = hidden.for_student(grade)  # a hidden case's inputs and diagnosis wait for the deadline
     lines = glance.parts(grade)
     speeds = [(line, speed) for line in lines for speed in line.speeds]
-    top, axis = _axis([speed for _, speed in speeds])
+    axis = LogAxis.around([speed for _, speed in speeds])
     template = templates().get_template("report.html.j2")
     return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade),
-                           warning=stack.warning(grade.environment), lines=lines, speeds=speeds, top=top,
-                           axis=axis)  # fmt: skip
+                           warning=stack.warning(grade.environment), lines=lines, speeds=speeds, axis=axis,
+                           points_of=glance.points_of)  # fmt: skip
 
 
 def write_html(grade: Grade, path: Path) -> None:

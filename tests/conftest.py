@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
 import os
 import pickle
 import shutil
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -64,6 +70,39 @@ def grade(submission: Path, assignments: list[str], device: str = "cpu", timeout
     if parts:
         chosen = [dataclasses.replace(a, parts=tuple(p for p in a.parts if p.name in parts)) for a in chosen]
     return grade_submission(submission, chosen, settings)
+
+
+def gradebook_rows(out: Path) -> int:
+    """How many tasks a batch writing to `out` has finished: its gradebook's rows (0 before it has one)."""
+    path = out / "gradebook.sqlite"
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+            return db.execute("SELECT COUNT(*) FROM grades").fetchone()[0]
+    except sqlite3.Error:  # no gradebook yet, or the batch is still creating its table
+        return 0
+
+
+def run_while_progressing(process: subprocess.Popen, progress, stall_s: float) -> str:
+    """Wait for `process` (its output piped, as text) for as long as it makes progress: `progress()`
+    is a count that grows as it works (a batch's finished tasks). A hang guard, not a measurement:
+    a process whose count has not moved for `stall_s` is hung, killed with its group, and the test
+    fails with its output; a slow machine only makes it take longer. Returns the output."""
+    chunks: list[str] = []
+    reader = threading.Thread(target=lambda: chunks.extend(process.stdout), daemon=True)
+    reader.start()
+    last, moved = progress(), time.monotonic()
+    while process.poll() is None:
+        time.sleep(1)
+        if (now := progress()) != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > stall_s:
+            with contextlib.suppress(ProcessLookupError):  # its group, where it leads one (start_new_session)
+                os.killpg(process.pid, signal.SIGKILL) if os.getpgid(process.pid) == process.pid else process.kill()
+            process.wait()
+            reader.join(10)
+            pytest.fail(f"no progress for {stall_s:.0f} s (stuck at {last}): killed\n{''.join(chunks)[-5000:]}")
+    reader.join()
+    return "".join(chunks)
 
 
 def hostile_batch_expectations() -> dict[str, dict]:

@@ -1,4 +1,4 @@
-"""tools/batch_parity.py's arithmetic on a shared pass's hold log (the no-gap bound the README quotes)."""
+"""tools/batch_parity.py's arithmetic on a shared pass's hold log (the no-gap bound docs/measurements.md quotes)."""
 
 from __future__ import annotations
 

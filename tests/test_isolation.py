@@ -87,11 +87,10 @@ def test_no_connection_leaves_the_child(monkeypatch):
 
 
 def test_a_fork_bomb_is_held_by_the_process_limit_and_leaves_nothing_behind():
-    started = time.monotonic()
     failed = failures(grade(HOSTILE / "fork_bomb", ["vector_add"], timeout_s=30))
+    # Held by the process limit, which the verdict names: the 30 s limit would have made it `timeout`.
     assert {t.reason for t in failed} == {"crash"}
     assert "max_processes" in failed[0].output, failed[0].output
-    assert time.monotonic() - started < 25, "held by the process limit, not by the 30 s timeout"
     # Forks of the child keep its command line: any left, here or orphaned, is one of _graders().
     assert not _graders(), "processes of the bomb outlived the grading"
 

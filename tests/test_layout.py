@@ -142,7 +142,9 @@ def test_pointers_outside_the_repository_are_found(prose, found):
 
 def test_no_comment_or_docstring_points_outside_the_repository(repo):
     """A reader of a clone, or of the student bundle, has only what is in it: a pointer to a
-    document elsewhere, or to a path on the machine the code was written on, leads nowhere."""
+    document elsewhere, or to a path on the machine the code was written on, leads nowhere; and
+    a pointer to a section of a document (its name, a comma, the heading in quotes) needs that
+    heading there."""
     files = _repository_files(repo)
     known = set(files) | {name.rsplit("/", 1)[-1] for name in files}
     found = []
@@ -151,7 +153,140 @@ def test_no_comment_or_docstring_points_outside_the_repository(repo):
         if _is_source(path):
             prose = _prose(path, path.read_text(errors="replace"))
             found += [f"{name}: {pointer}" for pointer in _pointers_outside(prose, known)]
+            found += [f"{name}: {pointer}" for pointer in _sections_missing(repo, prose, files)]
     assert not found, "say the thing itself, or point to a file of the repository:\n" + "\n".join(found)
+
+
+# A pointer to a section of a document: its name, then a comma or an opening parenthesis, then the
+# heading in double quotes.
+SECTION = re.compile(r'([\w./-]*\w\.md)(?:, | \()"([^"]+)"')
+HEADING = re.compile(r"^#+\s+(.*?)\s*$", re.M)
+
+
+def _headings(path: Path) -> set[str]:
+    return {heading.strip("`") for heading in HEADING.findall(path.read_text())} | set(HEADING.findall(path.read_text()))
+
+
+def _sections_missing(repo: Path, prose: str, files: list[str]) -> list[str]:
+    """The section pointers of `prose` whose document (a path from the root, or the root's README
+    by its bare name) lacks that heading."""
+    missing = []
+    for document, heading in SECTION.findall(prose):
+        if document in files and heading not in _headings(repo / document):
+            missing.append(f'{document}, "{heading}" (no such heading)')
+    return missing
+
+
+def test_a_pointer_to_a_missing_section_is_found(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "staff.md").write_text("# Staff\n\n## Grading a class\n")
+    prose = 'see docs/staff.md, "Grading a class"; docs/staff.md ("The salt"); other.md, "X"'
+    assert _sections_missing(tmp_path, prose, ["docs/staff.md"]) == ['docs/staff.md, "The salt" (no such heading)']
+
+
+# Every Markdown document of the project; tests/corpus/ holds others' kernels with their own files.
+def _documents(repo: Path) -> list[str]:
+    return [name for name in _repository_files(repo) if name.endswith(".md") and not name.startswith("tests/corpus/")]
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_documentation_leads_somewhere(repo):
+    """Each relative link of the README and docs/ names a file of the repository (and, after `#`, one
+    of its headings). A student bundle leaves tests/ and tools/ out on purpose: links there are
+    not followed in one."""
+    bundle = (repo / MARKER).exists()
+    broken = []
+    for name in ["README.md", *(d for d in _documents(repo) if d.startswith("docs/"))]:
+        for target in LINK.findall((repo / name).read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address
+            path, _, anchor = target.partition("#")
+            found = ((repo / name).parent / path).resolve() if path else repo / name
+            if bundle and found.relative_to(repo.resolve()).parts[0] in ("tests", "tools"):
+                continue
+            if not found.is_file():
+                broken.append(f"{name}: {target} (no such file)")
+            elif anchor and anchor not in {_slug(h) for h in HEADING.findall(found.read_text())}:
+                broken.append(f"{name}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+README_LINES = 250
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+# Narrated history: work sessions counted off, days told one after another.
+NARRATED = re.compile(r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|another|earlier|later|"
+                      r"previous|next) session\b|\b(?:later|earlier) (?:that|the same) day\b|\bthe same day\b|"
+                      r"\blater (?:still|again)\b|\blater on 20\d\d\b", re.I)  # fmt: skip
+
+
+def _diary(name: str, text: str) -> list[str]:
+    """Where a document keeps a diary: a date outside a table row (a handout's Calibration section
+    excepted, where each measured table says where and when), or history narrated anywhere."""
+    found, calibration, fenced = [], None, False  # the heading level of the Calibration section we are in
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced:
+            continue  # an example (a course.toml, a CSV) may hold any date
+        if heading := re.match(r"^(#+)\s+(.*)", line):
+            level = len(heading[1])
+            if calibration is not None and level <= calibration:
+                calibration = None
+            if heading[2].startswith("Calibration") and name.startswith("assignments/"):
+                calibration = level
+        if DATE.search(line) and not line.lstrip().startswith("|") and calibration is None:
+            found.append(f"{name}:{number}: a date in prose: {line.strip()[:100]}")
+        if match := NARRATED.search(line):
+            found.append(f"{name}:{number}: history narrated ({match[0]!r}): {line.strip()[:100]}")
+    return found
+
+
+def test_the_readme_is_short_and_no_document_keeps_a_diary(repo):
+    """README.md stays a page one reads (what the project is, the two commands, the loops, the
+    layout, links), at most 250 lines. No document keeps a dated diary: a date belongs to a
+    measurement, in a table row (docs/measurements.md, which its tool writes) or a handout's
+    Calibration section; what happened when is git's history. Code and TOML may cite where a
+    figure was measured, but narrate no history either."""
+    lines = len((repo / "README.md").read_text().splitlines())
+    assert lines <= README_LINES, f"README.md has {lines} lines: move detail into docs/ (at most {README_LINES})"
+    found = [hit for name in _documents(repo) for hit in _diary(name, (repo / name).read_text())]
+    for name in _repository_files(repo):
+        path = repo / name
+        if not name.startswith("tests/corpus/") and _is_source(path) and name != "tests/test_layout.py":
+            text = _prose(path, path.read_text(errors="replace"))
+            found += [f"{name}: history narrated ({m!r})" for m in NARRATED.findall(text)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        ("Measured on 2026-11-24 on an H100.", 1),
+        ("| 2026-11-24 | H100 | 580.159.04 |", 0),
+        ("A fourth session on the H200 found why.", 1),
+        ("Later that day the machine was slower.", 1),
+        ("a session fixture; the profiler's session", 0),
+    ],
+)
+def test_a_diary_is_found(text, found):
+    assert len(_diary("docs/x.md", text)) == found
+
+
+def test_the_measurements_page_is_what_its_tool_writes(repo):
+    """docs/measurements.md is rendered from docs/measurements/*.json by tools/measurements.py: a
+    figure edited by hand there would be lost at the next re-measure."""
+    tool = repo / "tools" / "measurements.py"
+    if not tool.exists():
+        pytest.skip("a student bundle: the staff's tools are left out")
+    done = subprocess.run([sys.executable, str(tool), "check"], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 PROBE = '''

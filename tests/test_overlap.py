@@ -3,7 +3,7 @@
 How many start at once is set by the GPU's memory (each assignment's `gpu_memory_gib` plus what
 no cap counts), as many as fit; the gradings themselves are the usual ones, in processes of their
 own, and give the verdicts that one after another gives. Who waits for whom on the GPU is
-test_gpu_lock.py's; the wall time on a GPU is in README.md ("Measured on a GPU").
+test_gpu_lock.py's; the wall time on a GPU is in docs/measurements.md.
 """
 
 from __future__ import annotations

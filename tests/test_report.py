@@ -8,6 +8,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -16,7 +17,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from grader import judging, report, stack, summary
+from grader import glance, judging, report, stack, summary, terminal
 from grader.gradebook import Entry, Key
 from grader.messages import Activity, BenchReport, Timings
 from grader.numerics import judge
@@ -64,14 +65,109 @@ def test_html_report_shows_the_map_the_bars_and_the_right_roofline():
 
 def test_terminal_table_has_a_row_per_part_failures_first_and_names_the_first_failure():
     out = io.StringIO()
-    report.print_table(_grade(), Console(file=out, width=160))
+    terminal.print_table(_grade(), Console(file=out, width=160))
     text = out.getvalue()
     assert "wrong_result" in text and "demo/rows: float32 37x1000" in text
-    rows = [line for line in text.splitlines() if line.startswith("│ demo")]
-    assert [row.split("│")[2].strip() for row in rows] == ["tiles", "rows"], "the part that lost most comes first"
+    rows = [line.split() for line in text.splitlines() if re.match(r"  \S", line)]  # a part's row: indented
+    assert [row[0] for row in rows] == ["tiles", "rows"], "the part that lost most comes first"
+    assert any(line.split() == ["demo", "1.50/4.00"] for line in text.splitlines()), "the assignment's own row"
     # tiles: 0.96x torch, under the 1.00x edge: the table says what full credit needs, in ms.
     assert "0.96x; 1.00x (100%) needs <= 0.1800 ms" in text
     assert "1.00 points need a GPU" in text
+
+
+def _class_grade() -> Grade:
+    """A GPU grade of every part of every assignment, as a student with bugs here and there gets:
+    each part's cases, its speed against its own tiers, one part failing and one too slow."""
+    tests = []
+    for assignment in load_assignments():
+        for n, part in enumerate(assignment.parts):
+            wrong = n == 1  # the second part of each assignment fails a case
+            for i, case in enumerate(part.cases):
+                reason = "wrong_result" if wrong and i == 0 else "ok"
+                tests.append(TestResult(assignment.name, part.name, "correctness", f"{assignment.name}/{part.name}: "
+                                        f"{case.dtype} {case.label}", reason, 0.0 if reason != "ok" else 1.0, 1.0,
+                                        "max abs error 1" if reason != "ok" else "", bonus=part.bonus))  # fmt: skip
+            for i, case in enumerate(part.benchmarks):
+                ratio = 0.6 if wrong else 1.1
+                bench = BenchReport(Timings([0.1] * 20, [0.01] * 20), Timings([0.1 * ratio] * 20, [0.01] * 20),
+                                    Activity(), copy_gbps=4100.0)  # fmt: skip
+                metrics = judging.speed_metrics(bench, {"bytes": 10**8, "flops": 10**9})
+                metrics["tiers"] = [list(t) for t in part.performance.tiers]
+                credit = part.performance.credit_for(metrics["ratio"])
+                tests.append(TestResult(assignment.name, part.name, "performance", f"{assignment.name}/{part.name}: "
+                                        f"speed {case.label}", "ok" if credit == 1 else "too_slow", credit, 1.0,
+                                        "timed", metrics, bonus=part.bonus))  # fmt: skip
+    return Grade("a-student", tests, {"device": "cuda", "tier": "GPU"}, 300.0)
+
+
+def _starter_grade() -> Grade:
+    """What a student's first `make grade` of the untouched starter gives on a CPU: every CPU-tier
+    case of every part not_implemented, speed not graded."""
+    tests = []
+    for assignment in load_assignments():
+        for part in assignment.parts:
+            message = "the entry point still raises NotImplementedError: fill in the stub"
+            for case in [c for c in part.cases if c.runs_on("cpu")] or part.cases[:1]:
+                tests.append(TestResult(assignment.name, part.name, "correctness", f"{assignment.name}/"
+                                            f"{part.name}: {case.label}", "not_implemented", 0.0, 1.0, message,
+                                            bonus=part.bonus))  # fmt: skip
+            tests.append(TestResult(assignment.name, part.name, "performance", f"{assignment.name}/{part.name}: speed",
+                                    "no_gpu", 0.0, 1.0, "needs a GPU", bonus=part.bonus))  # fmt: skip
+    return Grade(str(REPO_ROOT / "starter"), tests, {"device": "cpu", "tier": "CPU"}, 30.0)
+
+
+def _words(grade: Grade) -> set[str]:
+    """Every word the table must show whole: assignment and part names, statuses, reasons, speeds."""
+    words, timed = set(), any(line.speeds for line in glance.parts(grade))
+    for line in glance.parts(grade):
+        words |= {line.assignment, line.part, line.status, *line.reasons.split()}
+        words |= set(terminal.speed_cell(line).split()) if timed else set()
+    return words - {""}
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("which", ["class on a GPU", "starter on a CPU"])
+def test_the_terminal_table_fits_the_terminal_without_breaking_a_word(width, which):
+    grade = _class_grade() if which == "class on a GPU" else _starter_grade()
+    console = Console(file=io.StringIO(), width=width, record=True)
+    terminal.print_table(grade, console)
+    text = console.export_text()
+    long = [line for line in text.splitlines() if len(line) > width]
+    assert not long, f"lines wider than {width} columns: {long}"
+    shown = {word.rstrip(",;:") for word in text.split()}
+    broken = sorted(w for w in _words(grade) if w.rstrip(",;:") not in shown)
+    assert not broken, f"words broken or missing at {width} columns: {broken}\n{text}"
+    for line in glance.parts(grade):  # each part's row holds its points on its own line
+        assert any(row.split()[:1] == [line.part] and f"{line.score:.2f}/{line.max_score:.2f}" in row
+                   for row in text.splitlines()), f"no row for {line.assignment}/{line.part} at {width} columns"
+    if which == "class on a GPU":  # every next tier's time is said, in the table or under it
+        for line in glance.parts(grade):
+            if line.speeds and (needs := min(line.speeds, key=lambda s: s.ratio).next_tier_text()):
+                assert " ".join(needs.split()) in " ".join(text.split()), needs
+
+
+def test_the_starters_first_grade_says_once_which_parts_exist_and_where_to_begin():
+    console = Console(file=io.StringIO(), width=100, record=True)
+    terminal.print_table(_starter_grade(), console)
+    text = console.export_text()
+    parts = [(a.name, p.name) for a in load_assignments() for p in a.parts]
+    rows = [line.split() for line in text.splitlines() if re.match(r"  \S", line)]
+    assert sorted(row[0] for row in rows) == sorted(part for _, part in parts), "a row per part that exists"
+    assert text.count("NotImplementedError") == 1, f"said once, not once a part:\n{text}"
+    said = " ".join(text.split())
+    assert f"not_implemented in {len(parts)} parts of {len(load_assignments())} assignments" in said
+    assert "Begin with vector_add, starter/vector_add/vector_add.py, as its handout " \
+           "assignments/vector_add/README.md explains." in said, said
+
+
+def test_parts_that_fail_alike_are_said_once_and_different_failures_each():
+    tests = [TestResult("demo", f"p{i}", "correctness", f"demo/p{i}: float32 7", "wrong_result", 0.0, 1.0,
+                        "max abs error 2 (allowed 1e-05)") for i in range(3)]  # fmt: skip
+    tests.append(TestResult("demo", "q", "correctness", "demo/q: float32 7", "wrong_result", 0.0, 1.0, "max abs error 9"))
+    lines = [str(text) for text in terminal.first_failures(Grade("s", tests, {}, 1.0))]
+    assert lines == ["wrong_result 3 parts (demo/p0, demo/p1, demo/p2): max abs error 2 (allowed 1e-05)",
+                     "wrong_result demo/q: float32 7: max abs error 9"], lines
 
 
 def test_gradescope_output_says_what_the_terminal_says():
@@ -93,6 +189,40 @@ def test_the_report_puts_every_part_first_and_folds_what_passed():
     section = html[first_section:]
     failed, fold = section.index("demo/rows: float32 37x1000"), section.index("<details><summary>")
     assert failed < fold and "1 not graded here" in section[fold:], "the failed case open, the rest folded"
+
+
+def _bars(html: str) -> dict[str, float]:
+    """The speed chart's bars, by their label (part and case), as their widths in the SVG."""
+    chart = html[html.index('<svg class="chart"'):]
+    chart = chart[:chart.index("</svg>")]
+    labels = re.findall(r'<text x="0" y="[\d.]+">([^<]*)</text>', chart)
+    widths = [float(w) for w in re.findall(r'<rect class="bar" x="[\d.]+" y="[\d.]+" width="([\d.]+)"', chart)]
+    return dict(zip(labels, widths, strict=True))
+
+
+def test_the_speed_chart_is_logarithmic_with_the_tier_edges_marked():
+    """A fused chain at 15.9x torch beside kernels at 0.5x, 1x and 2x: on a log scale each factor of
+    two is one step, so neither the slow nor the even bars flatten to a sliver."""
+    tests = [_speed(name, {"bytes": 10**8}, 0.1, 0.1 * ratio) for name, ratio in
+             (("half", 0.5), ("even", 1.0), ("double", 2.0), ("fused", 15.9))]  # fmt: skip
+    html = report.render_html(Grade("s", tests, {"device": "cuda", "tier": "GPU"}, 1.0))
+    bars = {label.split()[0].split("/")[1]: width for label, width in _bars(html).items()}
+    assert bars["double"] - bars["even"] == pytest.approx(bars["even"] - bars["half"], rel=1e-6), "one step per factor"
+    assert bars["half"] > 0.1 * bars["fused"], f"the slowest bar flattened beside 15.9x: {bars}"
+    assert "on a log scale" in html
+    edges = re.findall(r'<line class="edge" x1="([\d.]+)"', html)
+    assert len(edges) == 2 * len(tests), "each row marks its two tier edges"
+    for label in ("0.5x", "1x", "2x", "10x"):
+        assert f">{label}</text>" in html, f"the axis has no {label} tick"
+
+
+def test_an_assignment_heading_shows_its_points_and_its_bonus_apart():
+    tests = [TestResult("fa", "forward", "correctness", "fa/forward: c", "ok", 18.0, 18.0, ""),
+             TestResult("fa", "backward", "correctness", "fa/backward: c", "ok", 10.0, 10.0, "", bonus=True)]
+    html = report.render_html(Grade("s", tests, {"device": "cpu", "tier": "CPU"}, 1.0))
+    assert '<h2 id="fa">fa &mdash; 18.00 / 18.00, bonus 10.00 / 10.00</h2>' in html
+    assert "28.00 / 18.00" not in html
+    assert glance.points_of(tests[:1]) == "18.00 / 18.00", "no bonus, no bonus said"
 
 
 # What a submission can put in an exception message or on stdout to attack whoever reads it.
@@ -118,7 +248,7 @@ def test_a_machine_off_the_pinned_stack_says_so_first_everywhere(tmp_path):
     grade = dataclasses.replace(_grade(), environment=off_pin)
     warning = "Warning: graded where the stack DIFFERS FROM THE PINNED STACK: triton 3.9.0 (pinned 3.6.0)"
     out = io.StringIO()
-    report.print_table(grade, Console(file=out, width=200))
+    terminal.print_table(grade, Console(file=out, width=200))
     assert warning in out.getvalue()
     html = report.render_html(grade)
     assert html.index(warning) < html.index("<h2>"), "the warning comes before the first assignment"
@@ -144,7 +274,7 @@ def _hostile_grade() -> Grade:
 def test_student_text_reaches_the_terminal_as_text_not_markup_or_escapes():
     out = io.StringIO()
     console = Console(record=True, file=out, force_terminal=True, width=200)
-    report.print_table(_hostile_grade(), console)  # a MarkupError here once cost the student results.json
+    terminal.print_table(_hostile_grade(), console)  # a MarkupError here once cost the student results.json
     raw, shown = out.getvalue(), console.export_text()
     for sequence in STUDENT_ONLY:
         assert sequence not in raw, f"{sequence!r} reached the terminal"

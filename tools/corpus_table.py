@@ -1,5 +1,6 @@
-"""The corpus's agreement table for the README: per public kernel, how many of the cases both tiers
-grade got the same verdict on the CPU tier as on the GPU, and where they differ, why.
+"""The corpus's agreement table for docs/measurements.md (its `corpus` record): per public kernel,
+how many of the cases both tiers grade got the same verdict on the CPU tier as on the GPU, and
+where they differ, why.
 
     CORPUS_RESULTS=corpus-results .venv/bin/python -m pytest tests/test_corpus.py            # CPU tier
     CORPUS_RESULTS=corpus-results .venv/bin/python -m pytest -m gpu tests/test_corpus.py     # on a GPU

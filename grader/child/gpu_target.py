@@ -65,7 +65,7 @@ class Target:
 # Only the memory differs (triton.testing.get_dram_gbps: 2 x clock x bus width): 3.35 and 4.81 TB/s.
 H100 = Target("NVIDIA H100 80GB HBM3", mem_clock_khz=2619000, mem_bus_width=5120)
 H200 = Target("NVIDIA H200", mem_clock_khz=3201000, mem_bus_width=6016)
-TARGET = H200  # the GPU tier's machine, where the thresholds were measured (README.md, "Measured on a GPU")
+TARGET = H200  # the GPU tier's machine, where the thresholds were measured (docs/measurements.md)
 
 
 @dataclass

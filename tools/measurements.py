@@ -1,0 +1,297 @@
+"""docs/measurements.md: one current table per measured figure, written from records, never by hand.
+
+Each table is a record, `docs/measurements/<name>.json`: its title, what it measures and how to
+measure it again, where and with what it was measured (date, machine or GPU, driver, torch, Triton,
+the commit), its columns and rows. A re-measure writes the record again, from what the measuring
+command left (a results.json, a comparison's JSON, pytest-benchmark's JSON, a timed `make test`),
+and the page is rendered again: the table is replaced, nothing is appended. History is git's.
+
+    .venv/bin/python tools/measurements.py render                 # docs/measurements.md from the records
+    .venv/bin/python tools/measurements.py check                  # exit 1 if the page is not what render writes
+    .venv/bin/python tools/measurements.py solutions-speed results.json
+    .venv/bin/python tools/measurements.py warm-parity comparison.json cold/results.json
+    .venv/bin/python tools/measurements.py batch-parity comparison.json serial/results.json [--name class-of-20-gelu]
+    .venv/bin/python tools/measurements.py report-speed bench-report.json
+    .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
+
+`warm-parity` and `batch-parity` read the `--json` of tools/warm_parity.py and tools/batch_parity.py.
+`suite` measures the test suite the way a newcomer meets it: a fresh clone of HEAD, an empty HOME
+(so every cache is cold: the grader's, Triton's, pip's, torch's), the set-up (`make .venv/.ready`)
+and then `make test`, timed apart; `--busy` keeps every core busy with spinning processes the whole
+time, `--without-bwrap` hides bubblewrap from the PATH (the grader then runs unsandboxed). It
+replaces that condition's row of the suite's table. `--driver` gives the GPU driver where
+`nvidia-smi` cannot be asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDS = REPO / "docs" / "measurements"
+PAGE = REPO / "docs" / "measurements.md"
+PROVENANCE = ("date", "machine", "driver", "torch", "triton", "commit")
+HEADER = """# Measurements
+
+Each figure the documentation quotes, in one current table, with where and with what it was
+measured. `tools/measurements.py` writes this page from the records in `docs/measurements/`
+(one JSON file per table); a re-measure replaces its table (the tool's docstring says how),
+and older figures live in git's history. Do not edit this page by hand: `make test` checks
+that it is what the tool writes.
+"""
+
+
+def record_path(name: str) -> Path:
+    return RECORDS / f"{name}.json"
+
+
+def load_records() -> list[dict]:
+    records = [json.loads(path.read_text()) for path in sorted(RECORDS.glob("*.json"))]
+    return sorted(records, key=lambda r: (r.get("order", 99), r["name"]))
+
+
+def _cell(value: object) -> str:
+    return "-" if value in (None, "") else str(value).replace("|", "\\|")
+
+
+def _table(columns: list[str], rows: list[list]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    return lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+
+
+def render(records: list[dict]) -> str:
+    """The page: a section per record, its provenance as a one-row table (unless each row carries
+    its own), then its figures."""
+    parts = [HEADER]
+    for record in records:
+        parts.append(f"## {record['title']}\n")
+        parts.append(record["about"].strip() + "\n")
+        if record.get("measured"):
+            parts.append("\n".join(_table(list(PROVENANCE), [[record["measured"].get(k) for k in PROVENANCE]])) + "\n")
+        parts.append("\n".join(_table(record["columns"], record["rows"])) + "\n")
+        if record.get("notes"):
+            parts.append(record["notes"].strip() + "\n")
+    return "\n".join(parts)
+
+
+def write_record(record: dict) -> None:
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    record_path(record["name"]).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    PAGE.write_text(render(load_records()))
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return done.stdout.strip() or "-"
+
+
+def _driver(given: str | None) -> str:
+    if given:
+        return given
+    with contextlib.suppress(OSError):
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True)  # fmt: skip
+        return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "-"
+    return "-"
+
+
+def provenance(results: dict, driver: str | None) -> dict:
+    """Where a results.json was measured: its environment (results.json's extra_data), today, HEAD."""
+    env = results.get("extra_data", {})
+    return {"date": datetime.date.today().isoformat(), "machine": env.get("gpu") or env.get("platform", "-"),
+            "driver": _driver(driver), "torch": env.get("torch_version", "-"), "triton": env.get("triton_version", "-"),
+            "commit": _commit()}  # fmt: skip
+
+
+def solutions_speed(results_path: Path, driver: str | None) -> dict:
+    """Every timed benchmark of a GPU grading of solutions/: its ratio to torch and its rate."""
+    results = json.loads(results_path.read_text())
+    rows = []
+    for test in results["tests"]:
+        extra, m = test["extra_data"], test["extra_data"].get("metrics", {})
+        if extra["kind"] != "performance" or not m.get("ratio"):
+            continue
+        rate = f"{m['tflops']:.1f} TFLOP/s" if m.get("compute_bound") else f"{m.get('gbps', 0):.0f} GB/s"
+        rows.append([test["name"], f"{m['ratio']:.3f}x", rate, f"{test['score']:g} / {test['max_score']:g}"])
+    return {"name": "solutions-speed", "order": 10, "title": "The solutions' speed against torch",
+            "about": "Every timed benchmark of one grading of `solutions/` on a GPU (`python -m grader grade "
+                     "--submission solutions --device cuda`): torch's time over the solution's, and the rate it "
+                     "reached. Re-measure: `tools/measurements.py solutions-speed results/results.json`.",
+            "measured": provenance(results, driver), "columns": ["benchmark", "solution / torch", "rate", "points"],
+            "rows": rows}  # fmt: skip
+
+
+def warm_parity(summary_path: Path, results_path: Path, driver: str | None) -> dict:
+    """tools/warm_parity.py's comparison: solutions/ with the compilers' cache cold, then warm."""
+    summary, results = json.loads(summary_path.read_text()), json.loads(results_path.read_text())
+    rows = [[which, f"{p['wall_s']:.1f} s", f"{p['score']:g}", "yes" if p["every_point"] else "no"]
+            for which, p in summary["passes"].items()]  # fmt: skip
+    moved = max(summary["ratios"], key=lambda r: abs(r["moved"] or 0), default=None)
+    notes = (f"Largest move of a timed ratio, warm against cold: {summary['largest_ratio_move']:.1%}"
+             + (f" (`{moved['benchmark']}`)." if moved else "."))  # fmt: skip
+    return {"name": "solutions-cold-warm", "order": 20, "title": "`solutions/` graded with the caches cold, then warm",
+            "about": "One `grade` of every assignment of `solutions/` on one GPU, side by side, with an empty "
+                     "compilers' cache and then with what it left (`tools/warm_parity.py`). Re-measure: "
+                     "`tools/measurements.py warm-parity comparison.json warm-parity/cold/results.json`.",
+            "measured": provenance(results, driver), "columns": ["caches", "wall time", "points", "every point"],
+            "rows": rows, "notes": notes}  # fmt: skip
+
+
+def batch_parity(summary_path: Path, results_path: Path, driver: str | None, name: str) -> dict:
+    """tools/batch_parity.py's comparison: a class graded one at a time, then with workers sharing a GPU."""
+    summary, results = json.loads(summary_path.read_text()), json.loads(results_path.read_text())
+    rows = [list(figure) for figure in _batch_figures(summary)]
+    return {"name": name, "order": 30, "title": f"A class of 20 on one GPU ({name.removeprefix('class-of-20-')})",
+            "about": "`tools/batch_parity.py`: the class of 20 graded by `batch` one submission at a time, then "
+                     "with workers sharing the GPU; the no-gap bound is how long the shared pass would take with "
+                     "no gap between its timed phases. Re-measure: `tools/measurements.py batch-parity "
+                     f"comparison.json batch-parity/serial/<student>/results.json --name {name}`.",
+            "measured": provenance(results, driver), "columns": ["figure", "value"], "rows": rows}  # fmt: skip
+
+
+def _batch_figures(summary: dict) -> list[tuple[str, str]]:
+    walls = summary["walls"]
+    serial, shared = walls["serial"]["seconds"], walls["shared"]["seconds"]
+    figures = [("one at a time", f"{serial:.1f} s"),
+               (f"{walls['shared']['workers']} workers sharing the GPU", f"{shared:.1f} s ({summary['speedup']:.2f}x)"),
+               ("grades.csv", "the same" if summary["same_grades_csv"] else "differs"),
+               ("largest move of a timed ratio", f"{summary['largest_ratio_move']:.1%}")]  # fmt: skip
+    if bound := summary.get("no_gap_bound"):
+        figures.append(("no-gap bound", f"{bound['seconds']:.1f} s ({serial / bound['seconds']:.2f}x)"))
+    return figures
+
+
+def report_speed(bench_path: Path) -> dict:
+    """pytest-benchmark's JSON of tests/bench_report.py: how long each report takes to make."""
+    bench = json.loads(bench_path.read_text())
+    info = bench.get("machine_info", {})
+    rows = [[b["name"], f"{b['stats']['median'] * 1000:.1f} ms", f"{b['stats']['min'] * 1000:.1f} ms", b["stats"]["rounds"]]
+            for b in bench["benchmarks"]]  # fmt: skip
+    measured = {"date": bench.get("datetime", "")[:10], "machine": f"{info.get('cpu', {}).get('brand_raw', '-')}",
+                "driver": "-", "torch": "-", "triton": "-", "commit": bench.get("commit_info", {}).get("id", "-")[:7]}
+    return {"name": "report-speed", "order": 50, "title": "How long the reports take to make",
+            "about": "`tests/bench_report.py` (pytest-benchmark): the HTML report and the terminal table of a GPU "
+                     "grade of every part of every assignment. A speed goal, not a test: `make test` holds no "
+                     "timer. Re-measure: `.venv/bin/python -m pytest tests/bench_report.py --benchmark-json="
+                     "bench-report.json`, then `tools/measurements.py report-speed bench-report.json`.",
+            "measured": measured, "columns": ["benchmark", "median", "fastest", "rounds"], "rows": rows}  # fmt: skip
+
+
+# The suite's table: one row per condition, each with its own provenance; a re-measure replaces its row.
+SUITE_COLUMNS = ["condition", *PROVENANCE[:2], "commit", "set-up", "make test", "in all", "passed", "skipped",
+                 "failed or errors"]  # fmt: skip
+
+
+def without_bwrap(folder: Path) -> str:
+    """A PATH whose every folder's commands are linked into `folder`, all but bwrap: what the grader's
+    sandbox looks up (shutil.which) then finds nothing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        for entry in Path(directory).glob("*") if Path(directory).is_dir() else []:
+            target = folder / entry.name
+            if entry.name != "bwrap" and not target.exists() and os.access(entry, os.X_OK):
+                target.symlink_to(entry)
+    return str(folder)
+
+
+def suite(condition: str, busy: bool, hide_bwrap: bool, home: Path | None = None) -> list:
+    """A fresh clone's set-up and `make test`, timed; the row of `condition`. HOME is an empty folder
+    (every cache cold), or `home` where given: a HOME an earlier run warmed, to see what caches save."""
+    scratch = Path(tempfile.mkdtemp(prefix="suite-"))
+    clone, home = scratch / "clone", home or scratch / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    env = {**os.environ, "HOME": str(home), "PYTEST_ADDOPTS": "--durations=40"}  # the slowest, as CI lists them
+    env.pop("XDG_CACHE_HOME", None)
+    if hide_bwrap:
+        env["PATH"] = without_bwrap(scratch / "bin")
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] if busy else []
+    try:
+        started = time.monotonic()
+        subprocess.run(["make", ".venv/.ready"], cwd=clone, env=env, check=True, capture_output=True)
+        setup = time.monotonic() - started
+        done = subprocess.run(["make", "test"], cwd=clone, env=env, capture_output=True, text=True)
+        tested = time.monotonic() - started - setup
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+    (scratch / "make-test.log").write_text(done.stdout + done.stderr)
+    summary = next((line for line in reversed(done.stdout.splitlines()) if re.search(r"\d+ (passed|failed)", line)), "")
+    counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|skipped|failed|errors?)", summary)}
+    failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+    row = [condition, datetime.date.today().isoformat(), f"{_cpu()}, {os.cpu_count()} cores",
+           _commit(), f"{setup:.0f} s", f"{tested:.0f} s", f"{(setup + tested) / 60:.1f} min", counts.get("passed", 0),
+           counts.get("skipped", 0), failed]  # fmt: skip
+    print(f"{condition}: set-up {setup:.0f} s, make test {tested:.0f} s (exit {done.returncode}); log in {scratch}")
+    return row
+
+
+def _cpu() -> str:
+    """The processor's model name, as /proc/cpuinfo gives it (the machine's own name says nothing)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "-"
+
+
+def suite_record(row: list) -> dict:
+    path = record_path("test-suite")
+    record = json.loads(path.read_text()) if path.exists() else {
+        "name": "test-suite", "order": 1, "title": "`make test` from a fresh clone on the 2-core machine",
+        "about": "A fresh clone of the commit, HOME an empty folder (every cache cold: the grader's, Triton's, "
+                 "pip's, torch's), the set-up (`make .venv/.ready`) and then `make test`, each timed; `busy`: "
+                 "every core kept busy by a spinning process the whole time; `without bubblewrap`: bwrap hidden "
+                 "from the PATH, so the grader runs unsandboxed. Re-measure: `tools/measurements.py suite "
+                 "--condition NAME [--busy] [--without-bwrap]`.",
+        "columns": SUITE_COLUMNS, "rows": []}  # fmt: skip
+    record["rows"] = [r for r in record["rows"] if r[0] != row[0]] + [row]
+    return record
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
+                                         "report-speed", "suite"))  # fmt: skip
+    parser.add_argument("inputs", nargs="*", type=Path)
+    parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
+    parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
+    parser.add_argument("--condition", help="suite: the row's name (idle, busy, ...)")
+    parser.add_argument("--busy", action="store_true", help="suite: keep every core busy meanwhile")
+    parser.add_argument("--without-bwrap", action="store_true", help="suite: hide bubblewrap from the PATH")
+    parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
+    args = parser.parse_args()
+    if args.what == "check":
+        same = PAGE.exists() and PAGE.read_text() == render(load_records())
+        print("docs/measurements.md is what the records render" if same else "docs/measurements.md differs: render it")
+        return 0 if same else 1
+    makers = {
+        "render": lambda: None,
+        "solutions-speed": lambda: solutions_speed(args.inputs[0], args.driver),
+        "warm-parity": lambda: warm_parity(args.inputs[0], args.inputs[1], args.driver),
+        "batch-parity": lambda: batch_parity(args.inputs[0], args.inputs[1], args.driver, args.name),
+        "report-speed": lambda: report_speed(args.inputs[0]),
+        "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
+    }
+    record = makers[args.what]()
+    if record is None:
+        PAGE.write_text(render(load_records()))
+    else:
+        write_record(record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
