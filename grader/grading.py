@@ -190,6 +190,9 @@ class AssignmentGrading:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{assignment.name}-"))
         self.copy_root = self.workdir / "submission"
         isolation.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
+        links = isolation.links_in(submission / assignment.name)
+        self.links_note = (f" Links are not followed, and the submission has {len(links)}: {', '.join(links[:5])}; "
+                           "hand in the files themselves." if links else "")  # fmt: skip
         self.cwd = self.copy_root / assignment.name
         self.libraries = self.workdir / "libraries"
         sandboxed = settings.sandbox and not sandbox.probe().startswith("none")
@@ -275,7 +278,7 @@ class AssignmentGrading:
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
         # (a child would say the same after a second of importing torch).
-        missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file))
+        missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file) + self.links_note)
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         with self.gpu("correctness") as gate:
             gate = self.after_import(gate, timer)

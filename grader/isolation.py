@@ -25,6 +25,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -230,8 +231,9 @@ class _Channel(threading.Thread):
 
 def graded_files(folder: Path) -> Iterator[Path]:
     """The files of a submission folder that the grader uses, in sorted order: links are skipped,
-    never followed (one could point at solutions/), and so are Python's caches."""
-    if not folder.is_dir():
+    never followed (one could point at solutions/, or at a classmate's folder), the folder itself
+    included, and so are Python's caches."""
+    if folder.is_symlink() or not folder.is_dir():
         return
     for entry in sorted(folder.iterdir()):
         if entry.is_symlink() or entry.name == "__pycache__":
@@ -242,13 +244,35 @@ def graded_files(folder: Path) -> Iterator[Path]:
             yield entry
 
 
+def links_in(folder: Path) -> list[str]:
+    """The links a copy of `folder` leaves out, by path relative to its parent (the folder's own
+    name first where it is one): what a student reads when the grader finds no file there."""
+    if folder.is_symlink():
+        return [folder.name]
+    if not folder.is_dir():
+        return []
+    found = []
+    for root, dirs, files in os.walk(folder):
+        found += [str(Path(root, name).relative_to(folder.parent)) for name in dirs + files
+                  if Path(root, name).is_symlink()]  # fmt: skip
+    return sorted(found)
+
+
 def copy_submission(source: Path, destination: Path) -> None:
-    """Copy one assignment folder of a submission: its graded files and nothing else."""
+    """Copy one assignment folder of a submission: its graded files and nothing else. Each file is
+    opened without following a link, so one swapped in after the listing is not copied either."""
     destination.mkdir(parents=True, exist_ok=True)
     for path in graded_files(source):
         target = destination / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # a link (ELOOP) or gone: not copied
+        with open(fd, "rb") as file:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                with open(target, "wb") as copy:
+                    shutil.copyfileobj(file, copy)
 
 
 def child_environment(device: str, scratch: Path, compiled: Path | None = None,

@@ -515,3 +515,19 @@ def test_a_child_preloading_torch_takes_tritons_cache_key_before_any_student_cod
     triton_key.cache_clear()
     main._preload("torch")
     assert triton_key.cache_info().currsize == (0 if interpret else 1)
+
+
+@pytest.mark.parametrize("target", ["solutions", "a classmate"])
+def test_an_assignment_folder_that_is_a_link_is_not_followed(tmp_path, target):
+    """Issue 41, 6: a submission whose vector_add/ was a link to solutions/ (or to a classmate's
+    folder) was graded as what it pointed at: 4/4. No link is followed, the folder itself
+    included: the part's file is missing, and the message says why."""
+    pointed = REPO_ROOT / "solutions" / "vector_add"
+    if target == "a classmate":
+        pointed = shutil.copytree(pointed, tmp_path / "classmate" / "vector_add")
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "vector_add").symlink_to(pointed)
+    result = grade(tmp_path / "student", ["vector_add"])
+    graded = [t for t in result.tests if t.kind == "correctness"]
+    assert graded and {t.reason for t in graded} == {"missing_file"} and result.score == 0
+    assert "Links are not followed, and the submission has 1: vector_add" in graded[0].output, graded[0].output
