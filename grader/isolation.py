@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from grader import messages, sandbox
+from grader import child_env, messages, sandbox
 from grader.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
@@ -281,8 +281,8 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
     is the compilers' cache, shared by the children of one grading (compile_cache.py), the
     autotuner's picks included; a `timed` child (one that times benchmarks) keeps its own picks
     there, apart from those a correctness child timed beside other students' work (TIMED_PICKS)."""
-    # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
+    # Only what Python, CUDA and the compilers need of this process's environment (child_env.py).
+    env = child_env.inherited(os.environ)
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
     env.update(TRITON_CACHE_DIR=str(compiled or scratch / "triton-cache"), TRITON_HOME=str(scratch))
     # torch's compiler keeps its cache here (the shown torch.compile baselines), beside Triton's.
@@ -294,18 +294,13 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
     # worker processes that would count against the child's process limit.
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     # Where Triton keeps what it compiles and picks is the grader's to say, not a TA's own setting.
-    env.pop("TRITON_CACHE_MANAGER", None)
     if compiled is not None:
         env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a later child reuses them
         if timed:
             env["TRITON_CACHE_MANAGER"] = TIMED_PICKS
-    else:
-        env.pop("TRITON_CACHE_AUTOTUNING", None)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
     return env
 
 

@@ -70,14 +70,15 @@ def test_fake_results_land_nowhere_and_change_nothing():
 
 
 @requires_sandbox
-def test_no_connection_leaves_the_child(monkeypatch):
+def test_no_connection_leaves_the_child(tmp_path):
+    submission = shutil.copytree(HOSTILE / "phones_home", tmp_path / "phones_home")
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         listener.setblocking(False)
         port = listener.getsockname()[1]
-        monkeypatch.setenv("HOSTILE_LISTENER_PORT", str(port))
-        failed = failures(grade(HOSTILE / "phones_home", ["vector_add"]))
+        (submission / "vector_add" / "listener_port.txt").write_text(str(port))  # where phones_home looks
+        failed = failures(grade(submission, ["vector_add"]))
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody called
     # The sandbox's own loopback refuses, or its network is down: either way the host's listener stays unreached.
@@ -129,6 +130,21 @@ def test_the_sandbox_is_named_in_every_grade():
     result = grade(HOSTILE / "missing_file", ["vector_add"])
     assert result.environment["sandbox"] == STATUS
     assert STATUS.startswith(("none (", "bubblewrap: "))
+
+
+def test_the_tas_secrets_never_reach_the_child(monkeypatch):
+    """Issue 41, 5: everything of the TA's environment but PYTHON* and GRADER_* reached the
+    child, and a submission raised AWS_SECRET_ACCESS_KEY and HF_TOKEN into its own feedback. A
+    child inherits only what Python, CUDA and the compilers need (grader/child_env.py)."""
+    planted = {"AWS_SECRET_ACCESS_KEY": "fake-aws-secret-41", "HF_TOKEN": "hf_fake_token_41",
+               "LD_PRELOAD": "/fake/preload-41.so", "CUDA_LAUNCH_BLOCKING": "1"}  # fmt: skip
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    failed = failures(grade(HOSTILE / "prints_its_environment", ["vector_add"]))
+    assert failed and all("environment: " in t.output and "PATH=" in t.output for t in failed), failed[0].output
+    leaked = {name for name, value in planted.items() for t in failed if f"{name}=" in t.output or value in t.output
+              and len(value) > 1}  # fmt: skip
+    assert not leaked, f"the TA's {sorted(leaked)} reached the child: {failed[0].output[:500]}"
 
 
 def test_a_missing_file_costs_no_child_and_says_what_the_folder_holds():
