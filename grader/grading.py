@@ -199,14 +199,18 @@ class AssignmentGrading:
         self.view = sandbox.View([self.copy_root, self.libraries], self.cwd, 0) if sandboxed else None
         self.job = Job(str(assignment.directory), str(self.copy_root), self.device, 0, "", [])
         self.phases = Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
+        # The children's compilers' cache is the grading's own; what outlives the grading is kept
+        # by this process once they have ended (compile_cache.py: no child writes it).
         self.compiled = isolation.compiled_cache(self.workdir)
+        self.kept: Path | None = None
         if settings.cache is not None:
             try:
-                self.compiled = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
-                                                         assignment.name, self.cwd)  # fmt: skip
+                self.kept = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
+                                                     assignment.name, self.cwd)  # fmt: skip
+                self.phases.warm = compile_cache.is_warm(self.kept)
+                compile_cache.restore(self.kept, self.compiled)
             except OSError:
-                pass  # an unwritable cache folder: this grading compiles in its own folder, as without one
-            self.phases.warm = compile_cache.is_warm(self.compiled)
+                self.kept = None  # an unwritable cache folder: this grading compiles in its own folder, as without one
 
     def seed(self, part: Part, kind: str, index: int) -> int:
         return cases.seed_for(self.assignment, part, kind, index, self.settings.salt)
@@ -219,11 +223,17 @@ class AssignmentGrading:
         first = self.spawn_correctness(builds)
         timer = self.spawn_timer(held=first is not None)
         try:
-            return self.graded(builds, timer, first)
+            tests = self.graded(builds, timer, first)
         finally:
             for child in (timer, first):
                 if child is not None:
                     child.discard()  # where it got no job, or the grading broke off
+        if self.kept is not None:
+            try:
+                compile_cache.keep(self.compiled, self.kept)  # every child has ended: none writes it now
+            except OSError:
+                pass  # kept or not, the grade stands: a later grading compiles again
+        return tests
 
     def spawn_correctness(self, builds: dict[str, cuda_build.Build]) -> isolation.Spawned | None:
         """The correctness cases' child, started before their tasks are built, where some part will
