@@ -114,8 +114,8 @@ def collect(directory: Path, staging: Path, assignments: list[str], reserved: Co
     """Every student's submission in `directory`, archives unpacked under `staging`.
 
     `reserved` names what the caller writes beside the students' folders (the batch's grades.csv):
-    a student of one of those names is refused, as are unsafe names and links. Entries that name
-    one student are that student's (_admit).
+    a student of one of those names is refused, as are unsafe names and links (_accept). Entries
+    that name one student are that student's (_admit).
     """
     if (directory / GRADESCOPE_METADATA).is_file():
         claims = _gradescope(directory)
@@ -125,7 +125,8 @@ def collect(directory: Path, staging: Path, assignments: list[str], reserved: Co
     if not claims:
         raise IntakeError(f"{directory}: no submissions (expected a folder, .zip or .tar.gz per student)")
     problems = _entry_problems(claims, reserved)
-    found = {c.source: Submission(c.own_id(), c.source, None, problems[c.source]) for c in claims if c.source in problems}
+    found = {c.source: Submission(c.own_id(), c.source, None, problems[c.source])
+             for c in claims if c.source in problems}  # fmt: skip
     students: dict[str, list[_Claim]] = {}
     for claim in claims:  # case folded: a TA's laptop may not tell Bob's folder from bob's
         if claim.source not in problems:
@@ -142,15 +143,9 @@ def _candidate(entry: Path) -> bool:
 
 
 def _entry_problems(claims: list[_Claim], reserved: Collection[str]) -> dict[Path, str]:
-    """Why each entry refused on sight cannot be graded (an unsafe name, a link); the others are
-    looked inside."""
-    problems = {c.source: f"{c.source.name!r} was not graded: its student name {c.name!r} {why}; rename it"
-                for c in claims if (why := _unsafe(c.name, reserved))}  # fmt: skip
-    for claim in claims:
-        if claim.source.is_symlink() and claim.source not in problems:
-            problems[claim.source] = (f"{claim.source.name!r} was not graded: it is a link, which the grader does not "
-                                      "follow (it could lead to another student's folder); copy the files in instead")  # fmt: skip
-    return problems
+    """Why each entry whose name cannot name a student is refused; the others are looked inside."""
+    return {c.source: f"{c.source.name!r} was not graded: its student name {c.name!r} {why}; rename it"
+            for c in claims if (why := _unsafe(c.name, reserved))}  # fmt: skip
 
 
 def _admit(group: list[_Claim], staging: Path, assignments: list[str]) -> dict[Path, Submission]:
@@ -161,7 +156,7 @@ def _admit(group: list[_Claim], staging: Path, assignments: list[str]) -> dict[P
     is refused with its own reason; each is flagged for the TA to decide which counts."""
     if len(group) == 1:
         return {group[0].source: _accept(group[0], staging, assignments, group[0].student)}
-    ordered = sorted(group, key=lambda claim: (not claim.source.is_dir(), claim.source.name))
+    ordered = sorted(group, key=_folders_first)
     admitted = {claim.source: _accept(claim, staging, assignments, claim.own_id()) for claim in ordered}
     graded = [claim for claim in ordered if admitted[claim.source].folder is not None]
     name = (graded or ordered)[0].student
@@ -178,6 +173,10 @@ def _admit(group: list[_Claim], staging: Path, assignments: list[str]) -> dict[P
     return admitted
 
 
+def _folders_first(claim: _Claim) -> tuple[bool, str]:
+    return claim.source.is_symlink() or not claim.source.is_dir(), claim.source.name
+
+
 def _unsafe(name: str, reserved: Collection[str]) -> str:
     """Why `name` cannot name a student's folder beside the caller's own files, or ''."""
     why = next((why for unsafe, why in UNSAFE_NAMES if unsafe(name)), "")
@@ -186,6 +185,10 @@ def _unsafe(name: str, reserved: Collection[str]) -> str:
 
 
 def _accept(claim: _Claim, staging: Path, assignments: list[str], student: str) -> Submission:
+    if claim.source.is_symlink():
+        return Submission(student, claim.source, None, f"{claim.source.name!r} was not graded: it is a link, "
+                          "which the grader does not follow (it could lead to another student's folder); copy the "
+                          "files in")  # fmt: skip
     if claim.source.is_dir():
         return Submission(student, claim.source, submission_root(claim.source, assignments))
     target = staging / student

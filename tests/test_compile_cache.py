@@ -196,7 +196,8 @@ def test_only_the_layout_of_tritons_cache_is_kept(tmp_path):
                  "tmp.pid_1_x/k.cubin", "../torchinductor/fxgraph/graph.py"):  # fmt: skip
         (good / name).write_text(name)
     (good / "link.cubin").symlink_to(good / "k.cubin")
-    (good / "__grp__k.json").write_text(json.dumps({"child_paths": {n: str(good / n) for n in ("k.json", "k.ttir", "k.cubin")}}))
+    listed = ("k.json", "k.ttir", "k.cubin")
+    (good / "__grp__k.json").write_text(json.dumps({"child_paths": {n: str(good / n) for n in listed}}))
     (forged / "x.cubin").write_text("x")
     (forged / "__grp__x.json").write_text(json.dumps({"child_paths": {"x.cubin": str(forged / "x.cubin"),
                                                                       "secret": "/etc/shadow"}}))  # fmt: skip
@@ -207,4 +208,4 @@ def test_only_the_layout_of_tritons_cache_is_kept(tmp_path):
     restored = tmp_path / "restored"
     compile_cache.restore(kept, restored)
     group = json.loads((restored / ("A" * 52) / "__grp__k.json").read_text())["child_paths"]
-    assert group == {n: str(restored / ("A" * 52) / n) for n in ("k.json", "k.ttir", "k.cubin")}, "Triton finds the copies"
+    assert group == {n: str(restored / ("A" * 52) / n) for n in listed}, "Triton finds the copies"
