@@ -37,7 +37,7 @@ class Settings:
     device: str  # "cpu" or "cuda"
     salt: str = ""  # batch mode's secret: makes seeds unguessable
     timeout_s: float | None = None  # overrides the assignment's own limit (tests use it)
-    sandbox: bool = True  # False: as where the OS refuses one (tests show what happens then)
+    sandbox: bool = True  # False: as where the OS refuses one (`batch --no-sandbox`; tests show what happens then)
     progress: Callable[[str], None] = lambda text: None
     gpu_lock: GpuLock | None = None  # a GPU shared with other workers: timing takes it alone (gpu_lock.py)
     cache: Path | None = None  # where compiled kernels outlive a grading (compile_cache.py); None: they do not
@@ -558,6 +558,6 @@ def grade_submission(submission: Path, assignments: list[Assignment], settings: 
     else:
         graded = {a.name: grade_assignment(a, submission, settings) for a in assignments}
     tests = [test for a in assignments for test in graded[a.name][0]]
-    environment = describe(settings.device, salted=bool(settings.salt))
+    environment = describe(settings.device, salted=bool(settings.salt), sandboxed=settings.sandbox)
     environment["phases"] = "; ".join(f"{a.name}: {graded[a.name][1].line()}" for a in assignments)
     return Grade(str(submission), tests, environment, time.monotonic() - started)

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from grader import child_env, messages, sandbox
+from grader import child_env, memory_cgroup, messages, sandbox
+from grader.exec_walls import Walls
 from grader.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
@@ -381,6 +382,8 @@ class Spawned:
     gpu_memory_gib: float
     outputs: Path
     taken: bool = False  # run_child gave it a job (and ended it)
+    memory: memory_cgroup.Group | None = None  # its memory cgroup, removed once it has ended
+    memory_verdict: tuple[str, str] | None = None  # (reason, message) when the cgroup's OOM killer ended it
     held: bool = False  # it waits on its gate before it imports anything (`let_import`)
     _letting: threading.Lock = field(default_factory=threading.Lock)
 
@@ -402,6 +405,10 @@ class Spawned:
         self.process.wait()
         _live_children.discard(self.process.pid)
         kill_orphans(self.before | _live_children)
+        if self.memory is not None:
+            self.memory_verdict = self.memory.verdict()
+            self.memory.remove()
+            self.memory = None
         with self._letting:
             for fd in (self.lifeline, self.gate_opener):
                 if fd >= 0:
@@ -436,8 +443,12 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
 
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload, triton_key.triton_key()]
     inner += [str(gate_fd)] if held else []  # the child waits on its gate before it imports
-    seccomp = sandbox.seccomp_filter() if view else None
+    # Its own memory cgroup where the machine offers one; where not, the seccomp filter refuses
+    # the memory a cgroup would have counted (memory_cgroup.py).
+    memory = memory_cgroup.group_for(limits.host_memory_bytes)
+    seccomp = sandbox.seccomp_filter(counted=memory is not None)
     compiled = compiled or compiled_cache(workdir)
+    walls = Walls(cgroup_procs=str(memory.procs) if memory else None)
     if view is not None:
         view.scratch_bytes = scratch
         argv = sandbox.command(inner, view, seccomp, compiled)
@@ -445,7 +456,11 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
         own.mkdir(mode=0o700)
+        # No sandbox: Landlock shows it what the sandbox would have, and it loads the filter itself.
+        walls.readable = sandbox.unsandboxed_readable(_shown(job))
+        walls.writable, walls.seccomp_fd = [str(own), str(compiled)], seccomp
         argv, env = inner, child_environment(job.device, own, compiled, timed)
+    argv = walls.command(argv)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
@@ -462,7 +477,12 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     for thread in (watchdog, *captures):
         thread.start()
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
-                   gpu_memory_gib, outputs, held=held)  # fmt: skip
+                   gpu_memory_gib, outputs, held=held, memory=memory)  # fmt: skip
+
+
+def _shown(job: Job) -> list[Path]:
+    """What a child reads of its grading: the submission's copy and the libraries built from it."""
+    return [Path(job.submission_dir), *(Path(library).parent for library in job.libraries.values())]
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
@@ -517,7 +537,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         thread.join(timeout=5)
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
-    run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
+    run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict or child.memory_verdict
     if run.gate_error is not None:
         raise run.gate_error
     return run

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import isolation, limits, sandbox
+from grader import isolation, limits, memory_cgroup, sandbox
 from grader.grading import AssignmentGrading, Settings
 from grader.messages import Failure, Job, Task
 from grader.spec import REPO_ROOT, SpecError, load_assignment
@@ -128,8 +128,8 @@ def test_ten_megabytes_of_output_are_truncated_and_the_grade_is_normal(tmp_path)
 
 def test_the_sandbox_is_named_in_every_grade():
     result = grade(HOSTILE / "missing_file", ["vector_add"])
-    assert result.environment["sandbox"] == STATUS
-    assert STATUS.startswith(("none (", "bubblewrap: "))
+    assert result.environment["sandbox"] == sandbox.walls() and sandbox.walls().startswith(STATUS)
+    assert STATUS.startswith(("none (", "bubblewrap: ")) and "; memory: " in sandbox.walls()
 
 
 def test_the_tas_secrets_never_reach_the_child(monkeypatch):
@@ -547,3 +547,58 @@ def test_an_assignment_folder_that_is_a_link_is_not_followed(tmp_path, target):
     graded = [t for t in result.tests if t.kind == "correctness"]
     assert graded and {t.reason for t in graded} == {"missing_file"} and result.score == 0
     assert "Links are not followed, and the submission has 1: vector_add" in graded[0].output, graded[0].output
+
+
+def _host_memory_limited_to(gib: float, monkeypatch) -> None:
+    """Every child's host memory limit is `gib` (the watchdog's and the cgroup's), as an
+    assignment.toml saying so would make it: filling 6 GiB takes seconds of a small machine."""
+    real = isolation.limits_of
+
+    def limited(assignment_dir: str):
+        found, gpu_memory_gib, scratch = real(assignment_dir)
+        return limits.Limits(int(gib * 2**30), found.max_processes), gpu_memory_gib, scratch
+
+    monkeypatch.setattr(isolation, "limits_of", limited)
+
+
+def _hoarder(tmp_path: Path, gib: float) -> Path:
+    submission = shutil.copytree(HOSTILE / "hoards_shared_memory", tmp_path / "hoarder")
+    (submission / "vector_add" / "hoard_gib.txt").write_text(str(gib))  # past the limit the test sets
+    return submission
+
+
+def _own_groups() -> list[Path]:
+    found = memory_cgroup.hierarchy()
+    return sorted(found.base.glob(f"child-{os.getpid()}-*")) if isinstance(found, memory_cgroup.Hierarchy) else []
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["in the sandbox", "without a sandbox"])
+def test_memory_that_no_process_maps_is_out_of_memory_at_the_limit(tmp_path, monkeypatch, sandboxed):
+    """Issue 41, 4: memfd_create and os.write held 6.5 GiB over a 6 GiB limit for 5 s per call,
+    never killed: a memfd's pages are in no process's RSS and in no sandbox tmpfs. Each child's
+    memory cgroup counts them, and the kernel ends the child at the limit."""
+    if not isinstance(memory_cgroup.hierarchy(), memory_cgroup.Hierarchy):
+        pytest.skip(f"no memory cgroup here: {memory_cgroup.describe()}")
+    if sandboxed and STATUS.startswith("none"):
+        pytest.skip(f"no sandbox here: {STATUS}")
+    _host_memory_limited_to(1, monkeypatch)
+    failed = failures(grade(_hoarder(tmp_path, 1.5), ["vector_add"], sandbox=sandboxed, timeout_s=60))
+    assert failed and {t.reason for t in failed} == {"out_of_memory"}, [t.output[:300] for t in failed]
+    assert "limit of 1 GiB (host_memory_gib), which counts shared memory, memfd and tmpfs" in failed[0].output
+    assert not _own_groups(), "a child's memory cgroup outlived it"
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["in the sandbox", "without a sandbox"])
+def test_where_no_cgroup_can_be_made_memory_no_process_maps_is_refused(tmp_path, monkeypatch, sandboxed):
+    """The fallback of a machine that offers no memory cgroup to this user: the child's seccomp
+    filter refuses memfd_create (and System V shared memory), sandboxed or not, and a correct
+    submission is graded as before."""
+    if sandboxed and STATUS.startswith("none"):
+        pytest.skip(f"no sandbox here: {STATUS}")
+    monkeypatch.setattr(memory_cgroup, "group_for", lambda limit_bytes: None)
+    _host_memory_limited_to(1, monkeypatch)
+    failed = failures(grade(_hoarder(tmp_path, 1.5), ["vector_add"], sandbox=sandboxed, timeout_s=60))
+    assert failed and {t.reason for t in failed} == {"crash"}, [t.output[:300] for t in failed]
+    assert all("PermissionError: [Errno 1] Operation not permitted" in t.output for t in failed), failed[0].output
+    if sandboxed:
+        assert not failures(grade(REPO_ROOT / "solutions", ["vector_add"], sandbox=sandboxed)), "no memfd, no loss"
