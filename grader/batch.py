@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 import grader
-from grader import intake, summary
+from grader import intake, salt, sandbox, summary
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, describe, resolve_device
 from grader.gpu_lock import ENVIRONMENT, GpuLock
@@ -49,7 +49,8 @@ WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first wor
 
 
 class SetupError(ValueError):
-    """The batch cannot start: an unreadable GRADER_SALT_FILE, a scheduler that does not answer."""
+    """The batch cannot start: no sandbox (and no --no-sandbox), a salt given in the environment or
+    an unreadable salt file, a scheduler that does not answer."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Options:
     workers: int | None
     scheduler: str | None
     regrade: bool
+    sandboxed: bool = True  # False: --no-sandbox, student code runs without bubblewrap
 
 
 @dataclass(frozen=True)
@@ -70,31 +72,15 @@ class Task:
     key: Key
 
 
-def secret_salt() -> str:
-    """The TA's secret: GRADER_SALT, or the contents of the file named by GRADER_SALT_FILE.
-
-    Both are taken out of the environment once read, so neither the workers nor the student code
-    they run (which inherits their environment) can read the secret that makes inputs unguessable.
-    """
-    salt = os.environ.pop("GRADER_SALT", "")
-    path = os.environ.pop("GRADER_SALT_FILE", "")
-    if path and not salt:
-        try:
-            salt = Path(path).read_text().strip()
-        except OSError as error:
-            raise SetupError(f"GRADER_SALT_FILE={path}: {error.strerror}") from None
-    return salt
-
-
-def grade_task(assignment: Assignment, folder: str, device: str, salt: str,
-               student: str) -> tuple[list[TestResult], dict, float]:  # fmt: skip
+def grade_task(assignment: Assignment, folder: str, device: str, salt: str, student: str,
+               sandboxed: bool = True) -> tuple[list[TestResult], dict, float]:  # fmt: skip
     """One (student, assignment), run on a worker: the grading core, unchanged. What it compiles
     stays in the worker's cache for the student's files (compile_cache.py): a `--regrade` finds it."""
     started = time.monotonic()
     settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None,
-                        cache=CACHE_ROOT, owner=student)  # fmt: skip
+                        cache=CACHE_ROOT, owner=student, sandbox=sandboxed)  # fmt: skip
     tests, phases = grade_assignment(assignment, Path(folder), settings)
-    environment = describe(device, salted=bool(salt))
+    environment = describe(device, salted=bool(salt), sandboxed=sandboxed)
     environment["phases"] = f"{assignment.name}: {phases.line()}"
     return tests, environment, time.monotonic() - started
 
@@ -186,6 +172,14 @@ class Engine:
         workers = len(self.cluster.worker_spec) if self.cluster else self.workers
         return f"{workers} local {'GPU' if self.device == 'cuda' else 'CPU'} worker(s)"
 
+    def sandbox(self) -> str:
+        """What the sandbox probe says where the children will run: here, or on each worker of a
+        joined cluster (the first that has none)."""
+        if not self.options.scheduler:
+            return sandbox.probe()
+        found = sorted(set(self.client.run(sandbox.probe).values()))
+        return next((status for status in found if status.startswith("none")), found[0] if found else sandbox.probe())
+
     def close(self) -> None:
         for part in (self.client, self.cluster):
             if part is not None:
@@ -241,7 +235,8 @@ def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str,
     """Grade `tasks` on the cluster, recording each as it finishes; returns (entries, faults)."""
     client = engine.start()
     futures = {
-        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, t.key.student, pure=False,
+        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, t.key.student,
+                      engine.options.sandboxed, pure=False,
                       key=f"grade-{t.key.student}-{t.key.assignment}-{t.key.submission_hash[:12]}"): t
         for t in tasks
     }  # fmt: skip
@@ -262,35 +257,60 @@ def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str,
     return entries, faults
 
 
+def course_salt() -> str:
+    """The salt from the file the TA names (salt.py), or "" where none is named."""
+    try:
+        return salt.from_environment()
+    except salt.SaltError as error:
+        raise SetupError(str(error)) from None
+
+
+def check_sandbox(engine: Engine, console: Console) -> None:
+    """A class is never graded without the sandbox by accident: without a working one the batch
+    stops (SetupError, exit status 2) unless --no-sandbox says to go on, and says what that means."""
+    status = engine.sandbox()
+    if engine.options.sandboxed and status.startswith("none"):
+        raise SetupError(f"no working sandbox where the children run: {status}. Without it, student code runs as "
+                         "your user, beside your files, your other students' submissions and this batch's own "
+                         "processes. Install bubblewrap (or let it make user namespaces), or pass --no-sandbox to "
+                         "grade without it")  # fmt: skip
+    if not engine.options.sandboxed:
+        console.print(Text.assemble(("warning: --no-sandbox:", "bold red"), " student code runs as your user, walled "
+                                    f"only by {sandbox.walls(False).split('; ', 1)[1]}. A submission that gets past "
+                                    "them can read and change what you can; every report and the class summary say "
+                                    "so."))  # fmt: skip
+
+
 def run(options: Options, console: Console) -> int:
     """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
-    salt = secret_salt()
-    if not salt:
-        console.print("[yellow]warning:[/] no GRADER_SALT or GRADER_SALT_FILE: inputs use the published seeds, "
-                      "which students can reproduce")  # fmt: skip
-    options.out.mkdir(parents=True, exist_ok=True)
-    submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
-    tasks = plan(submissions, options.assignments)
+    secret = course_salt()
     engine = Engine(options)
-    if engine.notice:
-        console.print(f"[yellow]note:[/] {engine.notice}")
-    if engine.shares_gpus:
-        console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take turns "
-                      "to time (each GPU's lock)")  # fmt: skip
     faults: list[str] = []
     try:
+        check_sandbox(engine, console)
+        if not secret:
+            console.print(f"[yellow]warning:[/] no {salt.FILE_VARIABLE}: inputs use the published seeds, which "
+                          "students can reproduce")  # fmt: skip
+        options.out.mkdir(parents=True, exist_ok=True)
+        submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
+        tasks = plan(submissions, options.assignments)
+        if engine.notice:
+            console.print(f"[yellow]note:[/] {engine.notice}")
+        if engine.shares_gpus:
+            console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take "
+                          "turns to time (each GPU's lock)")  # fmt: skip
         with Gradebook(options.out / GRADEBOOK) as book:
             entries, pending = resume(tasks, book, engine.device, options.regrade)
             console.print(f"{len(submissions)} students x {len(options.assignments)} assignment(s): "
                           f"{len(entries)} in the gradebook already, {len(pending)} to grade")  # fmt: skip
             if pending:
-                graded, faults = grade_pending(engine, pending, book, salt, console)
+                graded, faults = grade_pending(engine, pending, book, secret, console)
                 entries.update(graded)
     finally:
         engine.close()
     students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
                 for s in submissions}  # fmt: skip
-    problems = {s.student: s.problem for s in submissions if s.problem}
+    problems = {s.student: s.flags for s in submissions if s.flags}
     grades = summary.write_outputs(options.out, students, problems, options.assignments)
     summary.print_class_table(grades, options.assignments, console)
     for fault in faults:

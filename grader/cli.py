@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=int, help="worker processes (default: one per GPU, or 2 on the CPU)")
     batch.add_argument("--scheduler", help="address of a running Dask scheduler to join (e.g. tcp://host:8786)")
     batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
+    batch.add_argument("--no-sandbox", action="store_true",
+                       help="grade without bubblewrap (student code runs as you, walled by Landlock where the kernel "
+                            "has it); without this flag a batch refuses to start where no sandbox works")  # fmt: skip
     release = commands.add_parser("release", help="write the student bundle: no solutions, no known-wrong submissions")
     release.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
     gradescope = commands.add_parser("gradescope", help="write Gradescope's autograder zip")
@@ -108,7 +111,7 @@ def batch(args: argparse.Namespace, console: Console) -> int:
         return GRADER_FAULT
 
     options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
-                             args.workers, args.scheduler, args.regrade)  # fmt: skip
+                             args.workers, args.scheduler, args.regrade, sandboxed=not args.no_sandbox)  # fmt: skip
     try:
         return engine.run(options, console)
     except (IntakeError, engine.SetupError) as error:

@@ -181,8 +181,9 @@ def run(tmp_path_factory, solutions) -> Run:
     (home / "solutions" / "vector_add").mkdir(parents=True)
     (home / "solutions" / "vector_add" / "vector_add.py").write_text("# the decoy solution\n")
     (home / ".profile").write_text("# the TA's own file\n")
+    (root / "salt").write_text(SALT)  # the TA's secret, in a file no child sees (grader/salt.py)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
-    env.update(GRADER_SALT=SALT, HOME=str(home), TMPDIR=str(tmp), **TA_SECRETS)
+    env.update(GRADER_SALT_FILE=str(root / "salt"), HOME=str(home), TMPDIR=str(tmp), **TA_SECRETS)
     # The batch's compile cache (compile_cache.CACHE_ROOT, under the HOME given here), seeded
     # before the snapshot: a seed the batch changed or removed would show as a changed file.
     cache = Path(env.get("XDG_CACHE_HOME", home / ".cache")) / "kernel-grader" / "compiled"
@@ -351,12 +352,14 @@ def test_the_sandbox_hides_the_decoy_and_the_network(run):
     assert phoned and not reached, f"phones_home did not fail to connect everywhere: {reached}"
 
 
-def test_no_secret_of_the_tas_environment_reaches_a_report(run):
+def test_no_secret_of_the_ta_reaches_a_report(run):
+    """Neither the TA's environment nor the salt (hunts_for_the_salt looks for it everywhere)."""
     printed = correctness(run.results("prints_its_environment"))
     assert printed and all("PATH=" in t["output"] for t in printed), "it printed its environment"
-    leaked = [(student, name) for student in STUDENTS for name, value in TA_SECRETS.items()
-              if name in (text := (run.out / student / "results.json").read_text()) or value in text]  # fmt: skip
-    assert not leaked, f"the TA's environment reached student code: {leaked}"
+    secrets = [*TA_SECRETS, *TA_SECRETS.values(), SALT]
+    leaked = [(student, secret) for student in STUDENTS for secret in secrets
+              if secret in (run.out / student / "results.json").read_text()]  # fmt: skip
+    assert not leaked, f"the TA's secrets reached student code: {leaked}"
 
 
 def test_floods_stay_in_the_students_own_report(run):
