@@ -122,6 +122,7 @@ def hierarchy() -> Hierarchy | str:
         if base is None:
             why = f"cgroup v{version} has no memory controller for this process"
             continue
+        _remove_stale(base)
         try:  # a group must take a limit, not merely exist
             Group.make(Hierarchy(version, base), 1 << 30).remove()
         except OSError as error:
@@ -129,6 +130,15 @@ def hierarchy() -> Hierarchy | str:
             continue
         return Hierarchy(version, base)
     return why
+
+
+def _remove_stale(base: Path) -> None:
+    """Groups left by a grader process that was killed before it could remove them (their
+    processes are gone with it): a group is named after the process that made it."""
+    for group in base.glob("child-*-*"):
+        maker = group.name.split("-")[1]
+        if maker.isdigit() and not Path(f"/proc/{maker}").exists():
+            Group(Hierarchy(0, base), group, 0).remove()
 
 
 def describe() -> str:

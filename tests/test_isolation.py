@@ -602,3 +602,61 @@ def test_where_no_cgroup_can_be_made_memory_no_process_maps_is_refused(tmp_path,
     assert all("PermissionError: [Errno 1] Operation not permitted" in t.output for t in failed), failed[0].output
     if sandboxed:
         assert not failures(grade(REPO_ROOT / "solutions", ["vector_add"], sandbox=sandboxed)), "no memfd, no loss"
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("walls", ["landlock", "no cgroup"])
+def test_the_walls_leave_a_gpu_grading_whole(walls, monkeypatch):
+    """On a GPU, what the walls refuse is nothing CUDA, Triton, nvcc's libraries or torch.compile
+    need: without the sandbox (Landlock and the launcher's seccomp filter), and where no memory
+    cgroup can be made (memfd_create and shmget refused), solutions/ earns every point."""
+    if walls == "no cgroup":
+        monkeypatch.setattr(memory_cgroup, "group_for", lambda limit_bytes: None)
+    result = grade(REPO_ROOT / "solutions", ["vector_add", "gelu"], device="cuda", sandbox=walls != "landlock")
+    lost = [(t.name, t.reason, t.output[:200]) for t in result.tests if t.graded and not t.passed]
+    assert not lost, lost
+    if walls == "landlock":
+        assert "Landlock ABI" in result.environment["sandbox"], result.environment["sandbox"]
+
+
+PINS = """import torch
+
+def add(x, y):
+    hoard = [torch.empty(256 << 20, dtype=torch.uint8, pin_memory=True).fill_(1) for _ in range({count})]
+    raise RuntimeError(f"pinned {{len(hoard) / 4:.1f}} GiB of host memory: nothing stopped it")
+"""
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_pinned_host_memory_counts_against_the_limit(tmp_path, monkeypatch):
+    """CUDA's pinned host memory (cudaHostAlloc, under torch's pin_memory) is host memory the
+    child holds: past host_memory_gib its memory cgroup ends it. (Measures whether the driver's
+    pinned pages are charged to the cgroup: if this fails, they are not.)"""
+    if not isinstance(memory_cgroup.hierarchy(), memory_cgroup.Hierarchy):
+        pytest.skip(f"no memory cgroup here: {memory_cgroup.describe()}")
+    _host_memory_limited_to(2, monkeypatch)
+    (tmp_path / "pins" / "vector_add").mkdir(parents=True)
+    (tmp_path / "pins" / "vector_add" / "vector_add.py").write_text(PINS.format(count=12))  # 3 GiB
+    failed = failures(grade(tmp_path / "pins", ["vector_add"], device="cuda", timeout_s=120))
+    assert failed and {t.reason for t in failed} == {"out_of_memory"}, [t.output[:300] for t in failed]
+
+
+def test_a_memory_cgroup_left_by_a_killed_grader_is_removed():
+    """A grader killed mid-grading (kill -9 of a batch) cannot remove its children's groups: the
+    next grader process removes those whose maker is gone, and no other."""
+    found = memory_cgroup.hierarchy()
+    if not isinstance(found, memory_cgroup.Hierarchy):
+        pytest.skip(f"no memory cgroup here: {memory_cgroup.describe()}")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    stale, mine = found.base / f"child-{dead}-left", memory_cgroup.group_for(1 << 30)
+    stale.mkdir()
+    try:
+        memory_cgroup._remove_stale(found.base)
+        assert not stale.exists() and mine.path.exists()
+    finally:
+        mine.remove()
+        if stale.exists():
+            stale.rmdir()
