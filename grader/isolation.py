@@ -1,7 +1,9 @@
 """Running student code in a fresh child process, and reading back what it reports.
 
 The parent spawns `python -I` (a new interpreter, never a fork) inside the sandbox (sandbox.py),
-with a wall-clock limit and the assignment's host memory and process limits (limits.py). The
+with a wall-clock limit and the assignment's host memory and process limits (limits.py), through
+a launcher that puts up the walls the kernel keeps (exec_walls.py: its memory cgroup, and Landlock
+where there is no sandbox), and with an allow-listed environment (child_env.py). The
 job travels on the child's standard input; the child's report comes back as signed frames on a
 pipe of its own (messages.py), read here by a thread with caps on every size and count. Its
 stdout and stderr are captured and truncated, so a chatty submission cannot flood the report.
