@@ -26,8 +26,8 @@ LAUNCH_FAILED = 125
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 # Global /proc files the child's libraries read (CPU and memory sizes, the GPU driver's
 # parameters, kernel settings); every other process's folder stays out of its reach.
-PROC_SHARED = ("cpuinfo", "meminfo", "stat", "version", "filesystems", "devices", "loadavg", "uptime", "sys",
-               "driver", "cgroups", "swaps", "vmstat", "zoneinfo", "pressure")  # fmt: skip
+PROC_SHARED = ("cpuinfo", "meminfo", "stat", "version", "filesystems", "devices", "modules", "loadavg", "uptime",
+               "sys", "driver", "cgroups", "swaps", "vmstat", "zoneinfo", "pressure")  # fmt: skip
 
 
 class Walls:

@@ -29,6 +29,8 @@ import errno
 import functools
 import os
 import secrets
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,13 +125,26 @@ def hierarchy() -> Hierarchy | str:
             why = f"cgroup v{version} has no memory controller for this process"
             continue
         _remove_stale(base)
-        try:  # a group must take a limit, not merely exist
-            Group.make(Hierarchy(version, base), 1 << 30).remove()
+        try:
+            _try(Hierarchy(version, base))
         except OSError as error:
             why = f"cgroup v{version}: {error.strerror or error} ({error.filename or 'a group'})"
             continue
         return Hierarchy(version, base)
     return why
+
+
+def _try(found: Hierarchy) -> None:
+    """Make a group, limit it and move a process into it, as a child's launch will: a group
+    must take both, not merely exist (a delegated or namespaced hierarchy may refuse the move)."""
+    group = Group.make(found, 1 << 30)
+    waiting = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        group.procs.write_text(str(waiting.pid))
+    finally:
+        waiting.kill()
+        waiting.wait()
+        group.remove()
 
 
 def _remove_stale(base: Path) -> None:
