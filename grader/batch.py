@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 import grader
-from grader import intake, summary
+from grader import intake, salt, sandbox, summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
 from grader.course.config import Course, CourseError, load_course, read_course_salt
@@ -52,7 +52,8 @@ WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first wor
 
 
 class SetupError(ValueError):
-    """The batch cannot start: an unreadable GRADER_SALT_FILE, a scheduler that does not answer."""
+    """The batch cannot start: no sandbox (and no --no-sandbox), a salt given in the environment or
+    an unreadable salt file, a scheduler that does not answer."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class Options:
     regrade: bool
     students: frozenset[str] | None = None  # grade only these (`--student`); None: everyone
     course: Path | None = None  # course.toml (`--course`)
+    sandboxed: bool = True  # False: --no-sandbox, student code runs without bubblewrap
 
     def grades(self, student: str) -> bool:
         """Whether this batch grades the student (the others' stored grades stay in the outputs)."""
@@ -79,31 +81,15 @@ class Task:
     key: Key
 
 
-def secret_salt() -> str:
-    """The TA's secret: GRADER_SALT, or the contents of the file named by GRADER_SALT_FILE.
-
-    Both are taken out of the environment once read, so neither the workers nor the student code
-    they run (which inherits their environment) can read the secret that makes inputs unguessable.
-    """
-    salt = os.environ.pop("GRADER_SALT", "")
-    path = os.environ.pop("GRADER_SALT_FILE", "")
-    if path and not salt:
-        try:
-            salt = Path(path).read_text().strip()
-        except OSError as error:
-            raise SetupError(f"GRADER_SALT_FILE={path}: {error.strerror}") from None
-    return salt
-
-
-def grade_task(assignment: Assignment, folder: str, device: str, salt: str,
-               student: str) -> tuple[list[TestResult], dict, float]:  # fmt: skip
+def grade_task(assignment: Assignment, folder: str, device: str, salt: str, student: str,
+               sandboxed: bool = True) -> tuple[list[TestResult], dict, float]:  # fmt: skip
     """One (student, assignment), run on a worker: the grading core, unchanged. What it compiles
     stays in the worker's cache for the student's files (compile_cache.py): a `--regrade` finds it."""
     started = time.monotonic()
     settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None,
-                        cache=CACHE_ROOT, owner=student)  # fmt: skip
+                        cache=CACHE_ROOT, owner=student, sandbox=sandboxed)  # fmt: skip
     tests, phases = grade_assignment(assignment, Path(folder), settings)
-    environment = describe(device, salted=bool(salt), witness=settings.witness)
+    environment = describe(device, salted=bool(salt), sandboxed=sandboxed, witness=settings.witness)
     environment["phases"] = f"{assignment.name}: {phases.line()}"
     return tests, environment, time.monotonic() - started
 
@@ -195,6 +181,14 @@ class Engine:
         workers = len(self.cluster.worker_spec) if self.cluster else self.workers
         return f"{workers} local {'GPU' if self.device == 'cuda' else 'CPU'} worker(s)"
 
+    def sandbox(self) -> str:
+        """What the sandbox probe says where the children will run: here, or on each worker of a
+        joined cluster (the first that has none)."""
+        if not self.options.scheduler:
+            return sandbox.probe()
+        found = sorted(set(self.client.run(sandbox.probe).values()))
+        return next((status for status in found if status.startswith("none")), found[0] if found else sandbox.probe())
+
     def close(self) -> None:
         for part in (self.client, self.cluster):
             if part is not None:
@@ -256,7 +250,8 @@ def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str,
     """Grade `tasks` on the cluster, recording each as it finishes; returns (entries, faults)."""
     client = engine.start()
     futures = {
-        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, t.key.student, pure=False,
+        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, t.key.student,
+                      engine.options.sandboxed, pure=False,
                       key=f"grade-{t.key.student}-{t.key.assignment}-{t.key.submission_hash[:12]}"): t
         for t in tasks
     }  # fmt: skip
@@ -296,24 +291,47 @@ def chosen_students(options: Options, submissions: list[Submission]) -> None:
 
 
 def course_and_salt(options: Options, console: Console) -> tuple[Course, str]:
+    """The course, and the salt from the file it names or else from the file GRADER_SALT_FILE
+    names (salt.py); never from the environment itself."""
     course = course_of(options)
-    from_environment = secret_salt()  # read (and taken out of the environment) whichever one is used
     try:
-        salt = read_course_salt(course) or from_environment
-    except CourseError as error:
+        secret = read_course_salt(course) or salt.from_environment()
+    except (CourseError, salt.SaltError) as error:
         raise SetupError(str(error)) from None
-    if not salt:
-        console.print("[yellow]warning:[/] no GRADER_SALT or GRADER_SALT_FILE: inputs use the published seeds, "
-                      "which students can reproduce")  # fmt: skip
-    return course, salt
+    if not secret:
+        console.print(f"[yellow]warning:[/] no salt file ({salt.FILE_VARIABLE}, or course.toml's salt_file): inputs "
+                      "use the published seeds, which students can reproduce")  # fmt: skip
+    return course, secret
+
+
+def check_sandbox(engine: Engine, console: Console) -> None:
+    """A class is never graded without the sandbox by accident: without a working one the batch
+    stops (SetupError, exit status 2) unless --no-sandbox says to go on, and says what that means."""
+    status = engine.sandbox()
+    if engine.options.sandboxed and status.startswith("none"):
+        raise SetupError(f"no working sandbox where the children run: {status}. Without it, student code runs as "
+                         "your user, beside your files, your other students' submissions and this batch's own "
+                         "processes. Install bubblewrap (or let it make user namespaces), or pass --no-sandbox to "
+                         "grade without it")  # fmt: skip
+    if not engine.options.sandboxed:
+        console.print(Text.assemble(("warning: --no-sandbox:", "bold red"), " student code runs as your user, walled "
+                                    f"only by {sandbox.walls(False).split('; ', 1)[1]}. A submission that gets past "
+                                    "them can read and change what you can; every report and the class summary say "
+                                    "so."))  # fmt: skip
 
 
 def start_engine(options: Options, console: Console) -> Engine | None:
     """The cluster's client, or None where nobody is graded (`override` writing the outputs again:
-    the device is then the last batch's, and no cluster is started)."""
+    the device is then the last batch's, and no cluster is started). No sandbox, no batch
+    (check_sandbox), unless --no-sandbox."""
     if options.students == frozenset():
         return None
     engine = Engine(options)
+    try:
+        check_sandbox(engine, console)
+    except SetupError:
+        engine.close()
+        raise
     if engine.notice:
         console.print(f"[yellow]note:[/] {engine.notice}")
     if engine.shares_gpus:
@@ -324,15 +342,15 @@ def start_engine(options: Options, console: Console) -> Engine | None:
 
 def run(options: Options, console: Console) -> int:
     """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
-    course, salt = course_and_salt(options, console)
-    options.out.mkdir(parents=True, exist_ok=True)
-    submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
-    chosen_students(options, submissions)
-    tasks = plan(submissions, options.assignments)
+    course, secret = course_and_salt(options, console)
     engine = start_engine(options, console)
-    device = engine.device if engine else options.device
     faults: list[str] = []
     try:
+        options.out.mkdir(parents=True, exist_ok=True)
+        submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
+        chosen_students(options, submissions)
+        tasks = plan(submissions, options.assignments)
+        device = engine.device if engine else options.device
         with Gradebook(options.out / GRADEBOOK) as book:
             overrides.remember_batch(book.connection, {
                 "submissions": str(options.submissions), "assignments": [a.name for a in options.assignments],
@@ -341,17 +359,17 @@ def run(options: Options, console: Console) -> int:
             console.print(f"{len(submissions)} students x {len(options.assignments)} assignment(s): "
                           f"{len(entries)} in the gradebook already, {len(pending)} to grade")  # fmt: skip
             if pending:
-                graded, faults = grade_pending(engine, pending, book, salt, console)
+                graded, faults = grade_pending(engine, pending, book, secret, console)
                 entries.update(graded)
             students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
                         for s in submissions}  # fmt: skip
             extras = course_outputs.prepare(course, students, {s.student: s.folder for s in submissions},
-                                            options.submissions, submissions, options.assignments, salt,
+                                            options.submissions, submissions, options.assignments, secret,
                                             book.connection)  # fmt: skip
     finally:
         if engine:
             engine.close()
-    problems = {s.student: s.problem for s in submissions if s.problem}
+    problems = {s.student: s.flags for s in submissions if s.flags}
     grades = summary.write_outputs(options.out, students, problems, options.assignments, extras)
     summary.print_class_table(grades, options.assignments, console)
     for note in extras.notes:

@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=int, help="worker processes (default: one per GPU, or 2 on the CPU)")
     batch.add_argument("--scheduler", help="address of a running Dask scheduler to join (e.g. tcp://host:8786)")
     batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
+    batch.add_argument("--no-sandbox", action="store_true",
+                       help="grade without bubblewrap (student code runs as you, walled by Landlock where the kernel "
+                            "has it); without this flag a batch refuses to start where no sandbox works")  # fmt: skip
     batch.add_argument("--student", action="append", default=None,
                        help="grade only this student (repeatable); the others' stored grades stay in the outputs")
     batch.add_argument("--course", type=Path, help="course.toml: deadlines, late policy, similarity, leaderboard, Canvas")
@@ -122,7 +125,7 @@ def batch(args: argparse.Namespace, console: Console) -> int:
     students = frozenset(args.student) if args.student else None
     options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
                              args.workers, args.scheduler, args.regrade, students,
-                             args.course.resolve() if args.course else None)  # fmt: skip
+                             args.course.resolve() if args.course else None, sandboxed=not args.no_sandbox)  # fmt: skip
     try:
         return engine.run(options, console)
     except (IntakeError, engine.SetupError) as error:

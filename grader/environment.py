@@ -34,7 +34,7 @@ def _version(package: str) -> str | None:
         return None
 
 
-def describe(device: str, salted: bool = False, witness: bool = False) -> dict:
+def describe(device: str, salted: bool = False, sandboxed: bool = True, witness: bool = False) -> dict:
     info = {
         "device": device,
         "tier": "GPU" if device == "cuda" else "CPU (Triton interpreter)",
@@ -44,7 +44,7 @@ def describe(device: str, salted: bool = False, witness: bool = False) -> dict:
         "python_version": platform.python_version(),
         "platform": platform.platform(terse=True),
         "seeds": "salted (secret)" if salted else "the assignments' published seeds",
-        "sandbox": sandbox.probe(),
+        "sandbox": sandbox.walls(sandboxed),
         "stack": stack.line(device),
     }
     if device == "cuda":

@@ -39,7 +39,7 @@ class Settings:
     device: str  # "cpu" or "cuda"
     salt: str = ""  # batch mode's secret: makes seeds unguessable
     timeout_s: float | None = None  # overrides the assignment's own limit (tests use it)
-    sandbox: bool = True  # False: as where the OS refuses one (tests show what happens then)
+    sandbox: bool = True  # False: as where the OS refuses one (`batch --no-sandbox`; tests show what happens then)
     progress: Callable[[str], None] = lambda text: None
     gpu_lock: GpuLock | None = None  # a GPU shared with other workers: timing takes it alone (gpu_lock.py)
     cache: Path | None = None  # where compiled kernels outlive a grading (compile_cache.py); None: they do not
@@ -197,6 +197,9 @@ class AssignmentGrading:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{assignment.name}-"))
         self.copy_root = self.workdir / "submission"
         isolation.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
+        links = isolation.links_in(submission / assignment.name)
+        self.links_note = (f" Links are not followed, and the submission has {len(links)}: {', '.join(links[:5])}; "
+                           "hand in the files themselves." if links else "")  # fmt: skip
         self.cwd = self.copy_root / assignment.name
         self.libraries = self.workdir / "libraries"
         sandboxed = settings.sandbox and not sandbox.probe().startswith("none")
@@ -205,14 +208,18 @@ class AssignmentGrading:
                        unguarded=settings.unguarded, witness=settings.witness)  # fmt: skip
         self.phases = Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
         self.built_kernels: set[str] = set()  # the kernels of the student's built .cu files
+        # The children's compilers' cache is the grading's own; what outlives the grading is kept
+        # by this process once they have ended (compile_cache.py: no child writes it).
         self.compiled = isolation.compiled_cache(self.workdir)
+        self.kept: Path | None = None
         if settings.cache is not None:
             try:
-                self.compiled = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
-                                                         assignment.name, self.cwd)  # fmt: skip
+                self.kept = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
+                                                     assignment.name, self.cwd)  # fmt: skip
+                self.phases.warm = compile_cache.is_warm(self.kept)
+                compile_cache.restore(self.kept, self.compiled)
             except OSError:
-                pass  # an unwritable cache folder: this grading compiles in its own folder, as without one
-            self.phases.warm = compile_cache.is_warm(self.compiled)
+                self.kept = None  # an unwritable cache folder: this grading compiles in its own folder, as without one
 
     def seed(self, part: Part, kind: str, index: int) -> int:
         return cases.seed_for(self.assignment, part, kind, index, self.settings.salt)
@@ -226,11 +233,17 @@ class AssignmentGrading:
         first = self.spawn_correctness(builds)
         timer = self.spawn_timer(held=first is not None)
         try:
-            return self.graded(builds, timer, first)
+            tests = self.graded(builds, timer, first)
         finally:
             for child in (timer, first):
                 if child is not None:
                     child.discard()  # where it got no job, or the grading broke off
+        if self.kept is not None:
+            try:
+                compile_cache.keep(self.compiled, self.kept)  # every child has ended: none writes it now
+            except OSError:
+                pass  # kept or not, the grade stands: a later grading compiles again
+        return tests
 
     def spawn_correctness(self, builds: dict[str, cuda_build.Build]) -> isolation.Spawned | None:
         """The correctness cases' child, started before their tasks are built, where some part will
@@ -285,7 +298,7 @@ class AssignmentGrading:
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
         # (a child would say the same after a second of importing torch).
-        missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file))
+        missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file) + self.links_note)
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         with self.gpu("correctness") as gate:
             gate = self.after_import(gate, timer)
@@ -563,6 +576,7 @@ def grade_submission(submission: Path, assignments: list[Assignment], settings: 
     else:
         graded = {a.name: grade_assignment(a, submission, settings) for a in assignments}
     tests = [test for a in assignments for test in graded[a.name][0]]
-    environment = describe(settings.device, salted=bool(settings.salt), witness=settings.witness)
+    environment = describe(settings.device, salted=bool(settings.salt), sandboxed=settings.sandbox,
+                           witness=settings.witness)  # fmt: skip
     environment["phases"] = "; ".join(f"{a.name}: {graded[a.name][1].line()}" for a in assignments)
     return Grade(str(submission), tests, environment, time.monotonic() - started)

@@ -3,13 +3,17 @@
 Archives are unpacked as hostile input (grader/archives.py). Names are hostile too: each entry
 names its student, whose folder the batch writes beside its own files, so a name that is no safe
 folder name (empty, hidden, holding a separator or a control character), one the caller reserves
-(the batch's grades.csv), or one that two entries share is refused. Either way a bad entry costs
-its student only: the submission comes back with a `problem` that the batch turns into
-`missing_file` tests naming it, under a student id of its own, and the rest of the class is graded.
+(the batch's grades.csv), and an entry that is a link (to solutions/, to a classmate's folder) are
+refused. Either way a bad entry costs its student only: the submission comes back with a `problem`
+that the batch turns into `missing_file` tests naming it, under a student id of its own, and the
+rest of the class is graded. Entries that name one student (`carol/` beside `Carol.zip`) are two
+hand-ins of that student, each judged on its own: a refused one costs the other nothing, and the
+class summary flags them all (`note`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import shutil
@@ -46,6 +50,12 @@ class Submission:
     source: Path  # what the student handed in: a folder or an archive
     folder: Path | None  # laid out like starter/; None when the submission was refused
     problem: str = ""  # why it was refused
+    note: str = ""  # why a person should look at it, graded or not (another entry named the same student)
+
+    @property
+    def flags(self) -> str:
+        """What the class summary says of it: why it was refused, and what a TA should look at."""
+        return "; ".join(text for text in (self.problem, self.note) if text)
 
     def content_hash(self, assignment: str) -> str:
         """sha256 over the assignment folder's files (paths and bytes, in sorted order)."""
@@ -104,7 +114,8 @@ def collect(directory: Path, staging: Path, assignments: list[str], reserved: Co
     """Every student's submission in `directory`, archives unpacked under `staging`.
 
     `reserved` names what the caller writes beside the students' folders (the batch's grades.csv):
-    a student of one of those names is refused, as are unsafe names and entries that share a student.
+    a student of one of those names is refused, as are unsafe names and links (_accept). Entries
+    that name one student are that student's (_admit).
     """
     if (directory / GRADESCOPE_METADATA).is_file():
         claims = _gradescope(directory)
@@ -113,13 +124,16 @@ def collect(directory: Path, staging: Path, assignments: list[str], reserved: Co
                   for entry in sorted(directory.iterdir()) if _candidate(entry)]  # fmt: skip
     if not claims:
         raise IntakeError(f"{directory}: no submissions (expected a folder, .zip or .tar.gz per student)")
-    problems = _name_problems(claims, reserved)
-    return [
-        Submission(claim.own_id(), claim.source, None, problems[claim.source])
-        if claim.source in problems
-        else _accept(claim, staging, assignments)
-        for claim in claims
-    ]
+    problems = _entry_problems(claims, reserved)
+    found = {c.source: Submission(c.own_id(), c.source, None, problems[c.source])
+             for c in claims if c.source in problems}  # fmt: skip
+    students: dict[str, list[_Claim]] = {}
+    for claim in claims:  # case folded: a TA's laptop may not tell Bob's folder from bob's
+        if claim.source not in problems:
+            students.setdefault(student_name(claim.name).casefold(), []).append(claim)
+    for group in students.values():
+        found.update(_admit(group, staging, assignments))
+    return [found[claim.source] for claim in claims]
 
 
 def _candidate(entry: Path) -> bool:
@@ -128,20 +142,39 @@ def _candidate(entry: Path) -> bool:
     return entry.is_dir() or entry.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def _name_problems(claims: list[_Claim], reserved: Collection[str]) -> dict[Path, str]:
-    """Why each refused entry's name cannot be its student's; entries not named here are accepted."""
-    problems = {c.source: f"{c.source.name!r} was not graded: its student name {c.name!r} {why}; rename it"
-                for c in claims if (why := _unsafe(c.name, reserved))}  # fmt: skip
-    owners: dict[str, list[_Claim]] = {}
-    for claim in claims:  # case folded: a TA's laptop may not tell Bob's folder from bob's
-        if claim.source not in problems:
-            owners.setdefault(student_name(claim.name).casefold(), []).append(claim)
-    for group in (group for group in owners.values() if len(group) > 1):
-        for claim in group:
-            others = " and ".join(repr(other.source.name) for other in group if other is not claim)
-            problems[claim.source] = (f"{claim.source.name!r} was not graded: it and {others} name the same "
-                                      f"student {student_name(claim.name)!r}; rename all but one")  # fmt: skip
-    return problems
+def _entry_problems(claims: list[_Claim], reserved: Collection[str]) -> dict[Path, str]:
+    """Why each entry whose name cannot name a student is refused; the others are looked inside."""
+    return {c.source: f"{c.source.name!r} was not graded: its student name {c.name!r} {why}; rename it"
+            for c in claims if (why := _unsafe(c.name, reserved))}  # fmt: skip
+
+
+def _admit(group: list[_Claim], staging: Path, assignments: list[str]) -> dict[Path, Submission]:
+    """The entries that name one student, each judged on its own, so that one bad entry costs no
+    other: two entries of one name are two hand-ins of one student (an upload and its unpacked
+    copy, a resubmission). The first that can be graded (folders first, then by name) is graded
+    under the student's name, another that can be graded under an id of its own, one that cannot
+    is refused with its own reason; each is flagged for the TA to decide which counts."""
+    if len(group) == 1:
+        return {group[0].source: _accept(group[0], staging, assignments, group[0].student)}
+    ordered = sorted(group, key=_folders_first)
+    admitted = {claim.source: _accept(claim, staging, assignments, claim.own_id()) for claim in ordered}
+    graded = [claim for claim in ordered if admitted[claim.source].folder is not None]
+    name = (graded or ordered)[0].student
+    if graded:
+        first = admitted[graded[0].source]
+        admitted[graded[0].source] = dataclasses.replace(first, student=name)
+    entries = " and ".join(repr(claim.source.name) for claim in ordered)
+    for claim in ordered:
+        submission = admitted[claim.source]
+        outcome = (f"{claim.source.name!r} is graded as {submission.student!r}" if submission.folder is not None
+                   else f"{claim.source.name!r} is refused")  # fmt: skip
+        note = f"{entries} name the same student {name!r}: {outcome}; decide which counts"
+        admitted[claim.source] = dataclasses.replace(submission, note=note)
+    return admitted
+
+
+def _folders_first(claim: _Claim) -> tuple[bool, str]:
+    return claim.source.is_symlink() or not claim.source.is_dir(), claim.source.name
 
 
 def _unsafe(name: str, reserved: Collection[str]) -> str:
@@ -151,17 +184,21 @@ def _unsafe(name: str, reserved: Collection[str]) -> str:
     return why or (f"is taken by the batch's own {taken!r} beside the students' folders" if taken else "")
 
 
-def _accept(claim: _Claim, staging: Path, assignments: list[str]) -> Submission:
+def _accept(claim: _Claim, staging: Path, assignments: list[str], student: str) -> Submission:
+    if claim.source.is_symlink():
+        return Submission(student, claim.source, None, f"{claim.source.name!r} was not graded: it is a link, "
+                          "which the grader does not follow (it could lead to another student's folder); copy the "
+                          "files in")  # fmt: skip
     if claim.source.is_dir():
-        return Submission(claim.student, claim.source, submission_root(claim.source, assignments))
-    target = staging / claim.student
+        return Submission(student, claim.source, submission_root(claim.source, assignments))
+    target = staging / student
     shutil.rmtree(target, ignore_errors=True)  # a rerun unpacks afresh: the archive may have changed
     try:
         unpack(claim.source, target)
     except ArchiveError as error:
         shutil.rmtree(target, ignore_errors=True)
-        return Submission(claim.student, claim.source, None, f"{claim.source.name} was not unpacked: {error}")
-    return Submission(claim.student, claim.source, submission_root(target, assignments))
+        return Submission(student, claim.source, None, f"{claim.source.name} was not unpacked: {error}")
+    return Submission(student, claim.source, submission_root(target, assignments))
 
 
 def submission_root(folder: Path, assignments: list[str]) -> Path:

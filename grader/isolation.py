@@ -1,7 +1,9 @@
 """Running student code in a fresh child process, and reading back what it reports.
 
 The parent spawns `python -I` (a new interpreter, never a fork) inside the sandbox (sandbox.py),
-with a wall-clock limit and the assignment's host memory and process limits (limits.py). The
+with a wall-clock limit and the assignment's host memory and process limits (limits.py), through
+a launcher that puts up the walls the kernel keeps (exec_walls.py: its memory cgroup, and Landlock
+where there is no sandbox), and with an allow-listed environment (child_env.py). The
 job travels on the child's standard input; the child's report comes back as signed frames on a
 pipe of its own (messages.py), read here by a thread with caps on every size and count. Its
 stdout and stderr are captured and truncated, so a chatty submission cannot flood the report.
@@ -26,6 +28,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -34,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from grader import messages, sandbox
+from grader import child_env, memory_cgroup, messages, sandbox
+from grader.exec_walls import Walls
 from grader.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
@@ -234,8 +238,9 @@ class _Channel(threading.Thread):
 
 def graded_files(folder: Path) -> Iterator[Path]:
     """The files of a submission folder that the grader uses, in sorted order: links are skipped,
-    never followed (one could point at solutions/), and so are Python's caches."""
-    if not folder.is_dir():
+    never followed (one could point at solutions/, or at a classmate's folder), the folder itself
+    included, and so are Python's caches."""
+    if folder.is_symlink() or not folder.is_dir():
         return
     for entry in sorted(folder.iterdir()):
         if entry.is_symlink() or entry.name == "__pycache__":
@@ -246,13 +251,35 @@ def graded_files(folder: Path) -> Iterator[Path]:
             yield entry
 
 
+def links_in(folder: Path) -> list[str]:
+    """The links a copy of `folder` leaves out, by path relative to its parent (the folder's own
+    name first where it is one): what a student reads when the grader finds no file there."""
+    if folder.is_symlink():
+        return [folder.name]
+    if not folder.is_dir():
+        return []
+    found = []
+    for root, dirs, files in os.walk(folder):
+        found += [str(Path(root, name).relative_to(folder.parent)) for name in dirs + files
+                  if Path(root, name).is_symlink()]  # fmt: skip
+    return sorted(found)
+
+
 def copy_submission(source: Path, destination: Path) -> None:
-    """Copy one assignment folder of a submission: its graded files and nothing else."""
+    """Copy one assignment folder of a submission: its graded files and nothing else. Each file is
+    opened without following a link, so one swapped in after the listing is not copied either."""
     destination.mkdir(parents=True, exist_ok=True)
     for path in graded_files(source):
         target = destination / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # a link (ELOOP) or gone: not copied
+        with open(fd, "rb") as file:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                with open(target, "wb") as copy:
+                    shutil.copyfileobj(file, copy)
 
 
 def child_environment(device: str, scratch: Path, compiled: Path | None = None,
@@ -261,8 +288,8 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
     is the compilers' cache, shared by the children of one grading (compile_cache.py), the
     autotuner's picks included; a `timed` child (one that times benchmarks) keeps its own picks
     there, apart from those a correctness child timed beside other students' work (TIMED_PICKS)."""
-    # No PYTHON* settings, and no GRADER_* ones: the batch salt is a secret student code never sees.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GRADER_"))}
+    # Only what Python, CUDA and the compilers need of this process's environment (child_env.py).
+    env = child_env.inherited(os.environ)
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(scratch), TMPDIR=str(scratch))
     env.update(TRITON_CACHE_DIR=str(compiled or scratch / "triton-cache"), TRITON_HOME=str(scratch))
     # torch's compiler keeps its cache here (the shown torch.compile baselines), beside Triton's.
@@ -274,18 +301,13 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
     # worker processes that would count against the child's process limit.
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     # Where Triton keeps what it compiles and picks is the grader's to say, not a TA's own setting.
-    env.pop("TRITON_CACHE_MANAGER", None)
     if compiled is not None:
         env["TRITON_CACHE_AUTOTUNING"] = "1"  # the autotuner's timings too: a later child reuses them
         if timed:
             env["TRITON_CACHE_MANAGER"] = TIMED_PICKS
-    else:
-        env.pop("TRITON_CACHE_AUTOTUNING", None)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
     return env
 
 
@@ -367,6 +389,8 @@ class Spawned:
     outputs: Path
     witness: witness_stream.Reader | None = None  # reads the witness's pipe, where it records the child
     taken: bool = False  # run_child gave it a job (and ended it)
+    memory: memory_cgroup.Group | None = None  # its memory cgroup, removed once it has ended
+    memory_verdict: tuple[str, str] | None = None  # (reason, message) when the cgroup's OOM killer ended it
     held: bool = False  # it waits on its gate before it imports anything (`let_import`)
     _letting: threading.Lock = field(default_factory=threading.Lock)
 
@@ -388,6 +412,10 @@ class Spawned:
         self.process.wait()
         _live_children.discard(self.process.pid)
         kill_orphans(self.before | _live_children)
+        if self.memory is not None:
+            self.memory_verdict = self.memory.verdict()
+            self.memory.remove()
+            self.memory = None
         with self._letting:
             for fd in (self.lifeline, self.gate_opener):
                 if fd >= 0:
@@ -422,8 +450,12 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
 
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload, triton_key.triton_key()]
     inner += [str(gate_fd)] if held else []  # the child waits on its gate before it imports
-    seccomp = sandbox.seccomp_filter() if view else None
+    # Its own memory cgroup where the machine offers one; where not, the seccomp filter refuses
+    # the memory a cgroup would have counted (memory_cgroup.py).
+    memory = memory_cgroup.group_for(limits.host_memory_bytes)
+    seccomp = sandbox.seccomp_filter(counted=memory is not None)
     compiled = compiled or compiled_cache(workdir)
+    walls = Walls(cgroup_procs=str(memory.procs) if memory else None)
     witness = witness_build.library() if job.device == "cuda" and job.witness else None
     witness = witness if isinstance(witness, witness_build.Library) else None
     if view is not None:
@@ -436,7 +468,11 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     else:
         own = workdir / f"scratch-{secrets.token_hex(4)}"
         own.mkdir(mode=0o700)
+        # No sandbox: Landlock shows it what the sandbox would have, and it loads the filter itself.
+        walls.readable = sandbox.unsandboxed_readable(_shown(job) + ([witness.path.parent] if witness else []))
+        walls.writable, walls.seccomp_fd = [str(own), str(compiled)], seccomp
         argv, env = inner, child_environment(job.device, own, compiled, timed)
+    argv = walls.command(argv)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
     witness_fd, reader = _witness(witness, env, preload=view is None)
@@ -454,7 +490,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     for thread in (watchdog, *captures, *([reader] if reader else [])):
         thread.start()
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
-                   gpu_memory_gib, outputs, reader, held=held)  # fmt: skip
+                   gpu_memory_gib, outputs, reader, held=held, memory=memory)  # fmt: skip
 
 
 def _witness(found: witness_build.Library | None, env: dict[str, str],
@@ -473,6 +509,11 @@ def _witness(found: witness_build.Library | None, env: dict[str, str],
     if preload:
         env["LD_PRELOAD"] = str(found.path)
     return write_end, witness_stream.Reader(read_end)
+
+
+def _shown(job: Job) -> list[Path]:
+    """What a child reads of its grading: the submission's copy and the libraries built from it."""
+    return [Path(job.submission_dir), *(Path(library).parent for library in job.libraries.values())]
 
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
@@ -528,7 +569,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
     run.witness = child.witness.result() if child.witness is not None else None
-    run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict
+    run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict or child.memory_verdict
     if run.gate_error is not None:
         raise run.gate_error
     return run

@@ -14,7 +14,8 @@ namespace), and graders often run as root in a container; for other users it cou
 process of that user on the machine, unless the child has a user namespace of its own (Linux
 5.14 and later count per namespace). A watchdog works the same way everywhere and names the
 limit in the verdict. Its price is latency: a poll every POLL_S, so a fast allocation overshoots
-by what it can touch in that time.
+by what it can touch in that time. What no RSS shows (a memfd, shared memory) the child's memory
+cgroup counts, where the machine offers one (memory_cgroup.py).
 """
 
 from __future__ import annotations

@@ -16,8 +16,11 @@
   parent's watchdog counts against the assignment's host memory (limits.py).
 
 Where bwrap is missing or the OS refuses it (no user namespaces in some containers), the child
-runs without a sandbox and every report says so (`sandbox: none (...)`); the parent then still
-kills every process the child left behind (isolation.py).
+runs without a sandbox and every report says so (`sandbox: none (...)`): Landlock then shows it
+what the sandbox would have and nothing else, and it loads the same seccomp filter itself
+(exec_walls.py); the parent still kills every process the child left behind (isolation.py).
+`batch` refuses to grade a class so unless given --no-sandbox (batch.py). Either way, each child
+has a memory cgroup of its own where the machine offers one (memory_cgroup.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import landlock, memory_cgroup
 from grader.spec import REPO_ROOT
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -50,6 +54,9 @@ DENIED_SYSCALLS = (
     "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "quotactl", "lookup_dcookie", "vhangup",
 )  # fmt: skip
+# Refused too where no memory cgroup counts what a child holds (memory_cgroup.py): memory that no
+# process maps and no capped tmpfs holds, which the watchdog cannot see.
+NO_CGROUP_SYSCALLS = ("memfd_create", "shmget")
 NAMESPACE_FLAGS = (0x20000, 0x10000000, 0x20000000, 0x40000000, 0x04000000, 0x08000000, 0x02000000)
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_MASKED_EQ = 7
@@ -127,10 +134,25 @@ def _device_arguments(scratch_bytes: int) -> list[str]:
     arguments = ["--proc", "/proc", "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     for node in sorted(Path("/dev").glob("nvidia*")):  # the GPU's nodes, and nothing else of the host's /dev
         arguments += ["--dev-bind", str(node), str(node)]
-    arguments += ["--ro-bind", "/sys", "/sys"]  # CUDA reads the PCI topology; read-only suffices (measured)
-    for socket in sorted(Path("/run").glob("nvidia*")):
-        arguments += ["--ro-bind", str(socket), str(socket)]
+    for path in ("/sys", *_nvidia_sockets()):  # CUDA reads the PCI topology; read-only suffices (measured)
+        arguments += ["--ro-bind", path, path]
     return arguments + ["--size", str(scratch_bytes), "--tmpfs", "/tmp"]
+
+
+def _nvidia_sockets() -> list[str]:
+    return [str(socket) for socket in sorted(Path("/run").glob("nvidia*"))]
+
+
+def readable_paths(readable: list[Path]) -> list[Path]:
+    """Every path a child is shown read-only, beside its own `readable` ones: the Python
+    installation, the grader's code and the assignments. Without the sandbox, Landlock allows
+    these and the system's folders (exec_walls.py)."""
+    return [*python_paths(), REPO_ROOT / "grader", REPO_ROOT / "assignments", *readable]
+
+
+def unsandboxed_readable(readable: list[Path]) -> list[str]:
+    """What Landlock lets a child without the sandbox read: what the sandbox would show it."""
+    return [*SYSTEM, "/sys", *_nvidia_sockets(), *map(str, readable_paths(readable))]
 
 
 def command(child: list[str], view: View, seccomp_fd: int | None, shared: Path | None = None) -> list[str]:
@@ -139,7 +161,7 @@ def command(child: list[str], view: View, seccomp_fd: int | None, shared: Path |
     bound writable: the one folder the children of one grading share (compiled kernels)."""
     arguments = [bwrap() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
                  "--new-session", "--cap-drop", "ALL", *_system_arguments(), *_device_arguments(view.scratch_bytes)]  # fmt: skip
-    for path in [*python_paths(), REPO_ROOT / "grader", REPO_ROOT / "assignments", *view.readable]:
+    for path in readable_paths(view.readable):
         if path.exists():
             arguments += ["--ro-bind", str(path), str(path)]
     if shared is not None:
@@ -151,9 +173,10 @@ def command(child: list[str], view: View, seccomp_fd: int | None, shared: Path |
     return [*arguments, "--chdir", str(view.cwd), "--", *child]
 
 
-def seccomp_filter() -> int | None:
+def seccomp_filter(counted: bool = True) -> int | None:
     """A file descriptor holding the BPF program of DENIED_SYSCALLS (and of clone with a namespace
-    flag), for bwrap's --seccomp; None where libseccomp is not installed."""
+    flag), for bwrap's --seccomp or the launcher (exec_walls.py); None where libseccomp is not
+    installed. Where the child's memory is not `counted` by a cgroup, NO_CGROUP_SYSCALLS too."""
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
         lib = ctypes.CDLL(name, use_errno=True)
@@ -162,7 +185,7 @@ def seccomp_filter() -> int | None:
     lib.seccomp_init.restype = ctypes.c_void_p
     context = ctypes.c_void_p(lib.seccomp_init(SCMP_ACT_ALLOW))
     refuse = SCMP_ACT_ERRNO(errno.EPERM)
-    for call in DENIED_SYSCALLS:
+    for call in DENIED_SYSCALLS + (() if counted else NO_CGROUP_SYSCALLS):
         number = lib.seccomp_syscall_resolve_name(call.encode())
         if number >= 0:
             lib.seccomp_rule_add_array(context, refuse, number, 0, None)
@@ -206,3 +229,23 @@ def probe() -> str:
     filtered = "a seccomp filter" if seccomp is not None else "no seccomp filter (libseccomp is not installed)"
     return (f"bubblewrap: user, mount, PID, network and IPC namespaces, no capabilities, {filtered}; "
             "read-only system, Python and grader, a private /dev, /proc and size-limited /tmp")
+
+
+def walls(sandboxed: bool = True) -> str:
+    """The `sandbox` line of a grade: the walls a child of this process gets (`sandboxed` False:
+    the grading was told to run without the sandbox)."""
+    found = probe()
+    if not sandboxed and not found.startswith("none"):
+        found = "none (switched off: --no-sandbox)"
+    if found.startswith("none"):
+        found = f"{found}; {landlock.describe()}"
+    return f"{found}; {memory_cgroup.describe()}"
+
+
+def warning(environment: dict) -> str:
+    """The sentence a class summary puts first when its children ran without the sandbox ('' when not)."""
+    line = str(environment.get("sandbox", ""))
+    if not line.startswith("none"):
+        return ""
+    return ("Warning: graded without a sandbox. Student code ran as the grader's user, walled only by what this "
+            f"line names: {line}")  # fmt: skip

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import intake, reasons, report, stack
+from grader import intake, reasons, report, sandbox, stack
 from grader.course import outputs as course_outputs
 from grader.course.outputs import CourseOutputs
 from grader.gradebook import Entry
@@ -113,6 +113,8 @@ def class_summary(grades: dict[str, Grade], students: dict[str, list[Entry]], pr
         "rows": [{"student": s, "scores": scores(g, assignments), "score": g.score} for s, g in grades.items()],
         "environment": environment,
         "warning": stack.warning(environment),
+        "unsandboxed": next((w for entries in students.values() for e in entries
+                             if (w := sandbox.warning(e.environment))), ""),  # fmt: skip
         "written": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -206,5 +208,7 @@ def print_class_table(grades: dict[str, Grade], assignments: list[Assignment], c
         total = f"[bold]{sum(points):.2f}[/]"
         table.add_row(report.plain(student), *(f"{p:.2f}" for p in points), total, f"{grade.graded_max_score:.2f}")
     console.print(table)
-    if warning := stack.warning(next(iter(grades.values())).environment if grades else {}):
-        console.print(Text(warning, style="bold red"))
+    environment = next(iter(grades.values())).environment if grades else {}
+    for warning in (stack.warning(environment), sandbox.warning(environment)):
+        if warning:
+            console.print(Text(warning, style="bold red"))

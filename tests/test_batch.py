@@ -26,6 +26,7 @@ pytest.importorskip("distributed", reason="batch grading needs dask[distributed]
 import psutil  # noqa: E402  (comes with distributed)
 
 from grader import batch as engine  # noqa: E402
+from grader import intake, sandbox  # noqa: E402
 from grader.cli import main
 from grader.spec import REPO_ROOT, load_assignment
 from conftest import gradebook_rows as rows_count, run_while_progressing  # noqa: E402
@@ -41,8 +42,11 @@ def add(x, y):
     seen = os.environ.get("GRADER_SALT", "") + "|" + os.environ.get("GRADER_SALT_FILE", "")
     raise RuntimeError("salt=[" + seen + "]")
 """
-GRADED = {"alice": 4.0, "bob": 0.0, "carol": 0.0, "dave": 4.0, "erin": 0.0, "eve": 0.0}
-REFUSED = {"mallory", "trudy", "zipbomb"}
+GRADED = {"alice": 4.0, "bob": 0.0, "carol": 0.0, "dave": 4.0, "erin": 0.0, "eve": 0.0, "grace": 0.0}
+# A hostile Alice.zip beside the honest alice/ is refused under an id of its own (intake.py); frank
+# is a link to alice's folder.
+HOSTILE_ALICE = intake._Claim(Path("Alice.zip"), "Alice").own_id()
+REFUSED = {"mallory", "trudy", "zipbomb", "frank", HOSTILE_ALICE}
 
 
 def batch(submissions: Path, out: Path, *extra: str, salt_file: Path | None = None, wait: bool = True):
@@ -50,7 +54,7 @@ def batch(submissions: Path, out: Path, *extra: str, salt_file: Path | None = No
     argv = [sys.executable, "-m", "grader", "batch", str(submissions), "--out", str(out),
             "--assignment", "vector_add", *engine, *extra]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
-    env.update({"GRADER_SALT_FILE": str(salt_file)} if salt_file else {"GRADER_SALT": SALT})
+    env.update({"GRADER_SALT_FILE": str(salt_file)} if salt_file else {})
     # Gradings cut short by kill -9 leave their work folders behind: keep them in this test's own folder.
     env["TMPDIR"] = str(out.parent / "tmp")
     (out.parent / "tmp").mkdir(exist_ok=True)
@@ -96,6 +100,10 @@ def build_class(root: Path) -> Path:
     write_zip(root / "mallory.zip", {"vector_add/vector_add.py": solution, "../evil.py": b"print('escaped')"})
     write_tar(root / "trudy.tar.gz", {"vector_add/vector_add.py": solution}, {"vector_add/secrets": "/etc/shadow"})
     write_bomb(root / "zipbomb.zip")
+    write_zip(root / "Alice.zip", {"vector_add/vector_add.py": solution, "../../alice.py": b"print('escaped')"})
+    (root / "frank").symlink_to(root / "alice")
+    (root / "grace").mkdir()
+    (root / "grace" / "vector_add").symlink_to(REPO_ROOT / "solutions" / "vector_add")
     (root / "notes.txt").write_text("not a submission: ignored")
     return root
 
@@ -136,12 +144,14 @@ def test_every_student_gets_a_results_json_and_a_report(graded):
 
 def test_a_refused_archive_costs_its_student_only_with_its_reason(graded):
     _, out, _, _, _ = graded
-    expected = {"mallory": "outside the submission folder", "trudy": "is a link", "zipbomb": "MiB"}
+    expected = {"mallory": "outside the submission folder", "trudy": "is a link", "zipbomb": "MiB",
+                "frank": "'frank' was not graded: it is a link", HOSTILE_ALICE: "outside the submission folder"}  # fmt: skip
     for student, problem in expected.items():
         tests = json.loads((out / student / "results.json").read_text())["tests"]
         scored = [t for t in tests if t["extra_data"]["kind"] == "correctness"]
         assert scored and all(t["extra_data"]["reason"] == "missing_file" for t in scored)
-        assert all(problem in t["output"] and f"{student}." in t["output"] for t in scored)
+        assert all(problem in t["output"] and f"{student.split('~')[0].lower()}" in t["output"].lower()
+                   for t in scored)  # fmt: skip
         assert sum(t["max_score"] for t in scored) == 4.0  # the same points at stake as everyone else's
 
 
@@ -161,9 +171,19 @@ def test_the_summary_page_shows_the_class(graded):
     assert "<svg" in page and "<style>" in page and "http" not in page  # self-contained
     assert "vector_add/add" in page and "not_implemented" in page and "wrong_result" in page
     flagged = page[page.index("Flagged for review"):page.index("Every student")]
-    for student in ("erin", "mallory", "trudy", "zipbomb", "alice", "dave"):  # crash, refused, identical
-        assert f'href="{student}/report.html"' in flagged, student
+    for student in ("erin", "mallory", "trudy", "zipbomb", "alice", "dave", "frank", HOSTILE_ALICE):
+        assert f'href="{student}/report.html"' in flagged, student  # crash, refused, identical, a name shared
+    assert "&#39;alice&#39; and &#39;Alice.zip&#39; name the same student" in flagged
     assert 'href="bob/report.html"' not in flagged  # the untouched starter is nobody's copy
+
+
+def test_a_link_in_place_of_an_assignment_folder_is_not_followed(graded):
+    """grace's vector_add/ is a link to solutions/vector_add: graded as missing, not as the solution."""
+    _, out, _, _, _ = graded
+    tests = [t for t in json.loads((out / "grace" / "results.json").read_text())["tests"]
+             if t["extra_data"]["kind"] == "correctness"]  # fmt: skip
+    assert tests and all(t["extra_data"]["reason"] == "missing_file" and "Links are not followed" in t["output"]
+                         for t in tests)  # fmt: skip
 
 
 def test_a_rerun_resumes_and_grades_nothing(graded):
@@ -276,6 +296,64 @@ def test_each_gpu_worker_is_its_own_process_pinned_to_its_own_gpu(monkeypatch):
 )
 def test_batch_usage_errors_exit_2(argv):
     assert main(argv) == 2
+
+
+def test_a_salt_in_the_environment_is_refused_with_what_to_do_instead(tmp_path, monkeypatch, capsys):
+    """Issue 41, 2: a student read GRADER_SALT from the batch process's /proc/PID/environ, which
+    removing the variable does not erase. The salt comes from a file; the variable is refused."""
+    klass = build_class(tmp_path / "class")
+    monkeypatch.setenv("GRADER_SALT", SALT)
+    assert main(["batch", str(klass), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    said = " ".join(capsys.readouterr().out.split())
+    assert "GRADER_SALT is set in the environment" in said and "GRADER_SALT_FILE=" in said and SALT not in said
+    assert not (tmp_path / "out").exists(), "nothing started"
+    monkeypatch.delenv("GRADER_SALT")
+    monkeypatch.setenv("GRADER_SALT_FILE", str(REPO_ROOT / "assignments" / "salt"))  # where every child reads
+    assert main(["batch", str(klass), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    assert "student code can read" in " ".join(capsys.readouterr().out.split())
+
+
+def test_without_a_sandbox_a_batch_refuses_to_start_unless_told(tmp_path, monkeypatch, capsys):
+    """Issue 41, 2: where bubblewrap was missing, a batch graded the class without it, saying so
+    only inside each results.json. Now it stops with the reason (exit 2); --no-sandbox goes on."""
+    monkeypatch.setattr(sandbox, "probe", lambda: "none (bubblewrap is not installed)")
+    klass = build_class(tmp_path / "class")
+    assert main(["batch", str(klass), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    said = " ".join(capsys.readouterr().out.split())
+    assert "no working sandbox where the children run: none (bubblewrap is not installed)" in said, said
+    assert "--no-sandbox" in said and not (tmp_path / "out").exists()
+
+
+def test_a_batch_without_the_sandbox_still_hides_the_salt_and_the_tas_secrets(tmp_path, monkeypatch):
+    """`batch --no-sandbox`: student code runs as the TA, walled by Landlock and the seccomp
+    filter (exec_walls.py). A submission hunting for the salt (its environment, every process's
+    environ and cmdline, the salt file whose path it is given) finds nothing, one that prints its
+    environment shows none of the TA's secrets, and a correct one loses nothing; the terminal,
+    every report and the class summary say the class was graded without a sandbox."""
+    klass = tmp_path / "class"
+    shutil.copytree(REPO_ROOT / "solutions", klass / "alice", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("hunts_for_the_salt", "prints_its_environment"):
+        shutil.copytree(SUBMISSIONS / name, klass / name, ignore=shutil.ignore_patterns("expect.toml"))
+    salt_file = tmp_path / "secret" / "salt"
+    salt_file.parent.mkdir()
+    salt_file.write_text(SALT)
+    (klass / "hunts_for_the_salt" / "vector_add" / "salt_paths.txt").write_text(str(salt_file))
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "a fake secret of the TA")  # the batch inherits it
+    output = batch(klass, tmp_path / "out", "--no-sandbox", salt_file=salt_file)
+    assert "warning: --no-sandbox" in " ".join(output.split())
+    results = {s: json.loads((tmp_path / "out" / s / "results.json").read_text()) for s in GRADED_UNSANDBOXED}
+    assert all(r["extra_data"]["sandbox"].startswith("none (switched off: --no-sandbox); Landlock")
+               for r in results.values())  # fmt: skip
+    assert grades_csv(tmp_path / "out")["alice"]["vector_add"] == "4.0"
+    hunted = [t["output"] for t in results["hunts_for_the_salt"]["tests"] if t["extra_data"]["kind"] == "correctness"]
+    assert hunted and all("found nothing" in text for text in hunted), hunted[0]
+    printed = json.dumps(results["prints_its_environment"])
+    assert "PATH=" in printed and "AWS_SECRET_ACCESS_KEY" not in printed
+    assert not any(SALT in json.dumps(r) for r in results.values())
+    assert "Warning: graded without a sandbox" in (tmp_path / "out" / "summary.html").read_text()
+
+
+GRADED_UNSANDBOXED = ("alice", "hunts_for_the_salt", "prints_its_environment")
 
 
 def test_an_unreadable_salt_file_and_an_empty_folder_are_usage_errors(tmp_path, monkeypatch):

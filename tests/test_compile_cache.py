@@ -10,6 +10,7 @@ it) and that the second grading reports it warm with the same verdicts.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -157,3 +158,54 @@ def test_a_regrades_timing_child_times_the_configs_the_first_picked(tmp_path):
         return ran.stdout.strip().splitlines()[-1]
 
     assert [run(True), run(True), run(False), run(False)] == ["tuned", "found", "tuned", "found"]
+
+
+def test_what_a_submission_plants_in_the_cache_is_gone_at_its_next_grading(tmp_path):
+    """Issue 41, 9: torch.save and a shared torch.from_file wrote past the guard's `open` check,
+    and a file planted in the persistent compile cache was there at the next grading. No child
+    sees that folder: a grading starts from a copy, and this process keeps only what has the
+    layout of Triton's own cache, so whatever a submission writes (here in a key folder of
+    Triton's too, under a compiler's suffix) goes with its grading."""
+    cache, submission = tmp_path / "cache", tmp_path / "student"
+    shutil.copytree(REPO_ROOT / "tests" / "submissions" / "vector_add" / "plants_in_the_compile_cache" / "vector_add",
+                    submission / "vector_add")  # fmt: skip
+    settings = Settings(device="cpu", cache=cache, owner="planter")
+    (assignment,) = load_assignments(["vector_add"])
+    first = grade_submission(submission, [assignment], settings)
+    said = [t.output for t in first.tests if t.kind == "correctness"]
+    assert said and all(re.search(r"planted [1-9]\d* file", text) for text in said), said[0]
+    (kept,) = (p for p in cache.rglob("*") if p.is_dir() and p.parent.name == "vector_add")
+    assert compile_cache.is_warm(kept), "the kernel it compiled is kept"
+    assert not list(kept.rglob("planted-*")), sorted(kept.rglob("planted-*"))
+    second = grade_submission(submission, [assignment], settings)
+    found = [t.output for t in second.tests if t.kind == "correctness"]
+    assert "kernels compiled by an earlier grading of these files" in second.environment["phases"]
+    assert found and all("none planted by an earlier grading was here" in text for text in found), found[0]
+
+
+def test_only_the_layout_of_tritons_cache_is_kept(tmp_path):
+    """What `keep` takes from a grading's cache: in a key folder, a group file whose every listed
+    file lies beside it under its own name with a compiler's suffix, those files, and the
+    autotuner's picks; never a shared library (Triton rebuilds its launchers), a file no group
+    lists, a group naming a file elsewhere, a link, a half-written entry, or torch.compile's cache."""
+    compiled, kept = tmp_path / "compiled", tmp_path / "kept"
+    good, forged = compiled / ("A" * 52), compiled / ("B" * 52)
+    for folder in (good, forged, compiled / "torchinductor" / "fxgraph", good / "tmp.pid_1_x"):
+        folder.mkdir(parents=True)
+    for name in ("k.json", "k.ttir", "k.cubin", "k.autotune.json", "timed-k.autotune.json", "stray.json", "k.so",
+                 "tmp.pid_1_x/k.cubin", "../torchinductor/fxgraph/graph.py"):  # fmt: skip
+        (good / name).write_text(name)
+    (good / "link.cubin").symlink_to(good / "k.cubin")
+    listed = ("k.json", "k.ttir", "k.cubin")
+    (good / "__grp__k.json").write_text(json.dumps({"child_paths": {n: str(good / n) for n in listed}}))
+    (forged / "x.cubin").write_text("x")
+    (forged / "__grp__x.json").write_text(json.dumps({"child_paths": {"x.cubin": str(forged / "x.cubin"),
+                                                                      "secret": "/etc/shadow"}}))  # fmt: skip
+    compile_cache.keep(compiled, kept)
+    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == sorted(
+        f"{'A' * 52}/{n}" for n in ("__grp__k.json", "k.json", "k.ttir", "k.cubin", "k.autotune.json",
+                                    "timed-k.autotune.json"))  # fmt: skip
+    restored = tmp_path / "restored"
+    compile_cache.restore(kept, restored)
+    group = json.loads((restored / ("A" * 52) / "__grp__k.json").read_text())["child_paths"]
+    assert group == {n: str(restored / ("A" * 52) / n) for n in listed}, "Triton finds the copies"

@@ -22,6 +22,7 @@ import pytest
 from rich.console import Console
 
 from grader import hidden, judging, report, summary
+from grader import terminal as terminal_table
 from grader.course import adjustments, canvas, late, leaderboard, outputs, overrides, similarity
 from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePolicy, load_course
 from grader.gradebook import Entry, Gradebook, Key
@@ -278,7 +279,7 @@ def test_a_hidden_case_keeps_its_inputs_and_diagnosis_from_the_student(tmp_path,
     assert "hidden case 1" in html and hidden.HIDDEN_OUTPUT in html and "wrong_result" in html
     assert "float16 97" not in html and "index 93" not in html and "Where it is wrong" not in html
     terminal = io.StringIO()
-    report.print_table(grade, Console(file=terminal, width=200))
+    terminal_table.print_table(grade, Console(file=terminal, width=200))
     assert "float16 97" not in terminal.getvalue() and "hidden case 1" in terminal.getvalue()
     tests = gradescope(grade)["tests"]
     assert [t["visibility"] for t in tests] == ["visible", "after_due_date"]

@@ -70,6 +70,8 @@ from test_wrong_submissions import assert_diagnoses, assert_output  # noqa: E402
 HOSTILE = SUBMISSIONS / "vector_add"
 HANG = "deadlock"  # the batch's hang is the one that sleeps (see above)
 SALT = "hostile batch salt"
+# What a TA's shell may hold: no child may see any of it (grader/child_env.py).
+TA_SECRETS = {"AWS_SECRET_ACCESS_KEY": "hostile-batch-aws-secret", "HF_TOKEN": "hf_hostile_batch_token"}
 FAKE_MARK = b"FAKE-RESULTS"  # what fake_results writes into every results.json it can reach
 STATUS = sandbox.probe()
 requires_sandbox = pytest.mark.skipif(
@@ -180,20 +182,22 @@ def run(tmp_path_factory, solutions) -> Run:
     (home / "solutions" / "vector_add").mkdir(parents=True)
     (home / "solutions" / "vector_add" / "vector_add.py").write_text("# the decoy solution\n")
     (home / ".profile").write_text("# the TA's own file\n")
+    (root / "salt").write_text(SALT)  # the TA's secret, in a file no child sees (grader/salt.py)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
-    env.update(GRADER_SALT=SALT, HOME=str(home), TMPDIR=str(tmp))
+    env.update(GRADER_SALT_FILE=str(root / "salt"), HOME=str(home), TMPDIR=str(tmp), **TA_SECRETS)
     # The batch's compile cache (compile_cache.CACHE_ROOT, under the HOME given here), seeded
     # before the snapshot: a seed the batch changed or removed would show as a changed file.
     cache = Path(env.get("XDG_CACHE_HOME", home / ".cache")) / "kernel-grader" / "compiled"
     seed_solution_kernels(root / "class", cache, solutions)
     argv = [sys.executable, "-m", "grader", "batch", str(root / "class"), "--out", str(root / "out"),
             "--assignment", "vector_add", "--assignment", OTHER, "--device", "cpu", "--workers", "3"]  # fmt: skip
-    before = snapshot(root)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         listener.setblocking(False)
-        env["HOSTILE_LISTENER_PORT"] = str(listener.getsockname()[1])  # phones_home calls it
+        port = listener.getsockname()[1]
+        (root / "class" / "phones_home" / "vector_add" / "listener_port.txt").write_text(str(port))  # it calls there
+        before = snapshot(root)
         started = time.time()
         process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True, start_new_session=True)  # fmt: skip
@@ -206,7 +210,6 @@ def run(tmp_path_factory, solutions) -> Run:
             called = True
         except BlockingIOError:
             called = False
-    port = int(env["HOSTILE_LISTENER_PORT"])
     return Run(root, process.returncode, output, started, before, snapshot(root), port, called, survivors(tmp))
 
 
@@ -355,6 +358,16 @@ def test_the_sandbox_hides_the_decoy_and_the_network(run):
     refused = re.compile(rf"127\.0\.0\.1:{run.port} \w*Error")
     reached = [t["output"][:300] for t in phoned if not refused.search(t["output"]) or "reached" in t["output"]]
     assert phoned and not reached, f"phones_home did not fail to connect everywhere: {reached}"
+
+
+def test_no_secret_of_the_ta_reaches_a_report(run):
+    """Neither the TA's environment nor the salt (hunts_for_the_salt looks for it everywhere)."""
+    printed = correctness(run.results("prints_its_environment"))
+    assert printed and all("PATH=" in t["output"] for t in printed), "it printed its environment"
+    secrets = [*TA_SECRETS, *TA_SECRETS.values(), SALT]
+    leaked = [(student, secret) for student in STUDENTS for secret in secrets
+              if secret in (run.out / student / "results.json").read_text()]  # fmt: skip
+    assert not leaked, f"the TA's secrets reached student code: {leaked}"
 
 
 def test_floods_stay_in_the_students_own_report(run):

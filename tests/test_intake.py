@@ -436,8 +436,10 @@ def test_a_gradescope_submitter_name_is_checked_too(tmp_path):
     assert found["submission_3"].student == "ada@example.edu" and not found["submission_3"].problem
 
 
-def test_entries_naming_one_student_are_refused_and_the_rest_graded(tmp_path):
-    """`bob smith/` beside `bob_smith.zip` refused the whole class."""
+def test_entries_naming_one_student_are_each_judged_and_all_flagged(tmp_path):
+    """`bob smith/` beside `bob_smith.zip` refused the whole class, and later both entries: two
+    entries of one name are two hand-ins of one student. The first that can be graded (a folder
+    first) keeps the student's name, the others get ids of their own, and each is flagged."""
     klass = tmp_path / "class"
     for name in ("alice", "bob smith"):
         (klass / name / "vector_add").mkdir(parents=True)
@@ -445,12 +447,42 @@ def test_entries_naming_one_student_are_refused_and_the_rest_graded(tmp_path):
     write_tar(klass / "Bob_Smith.tar.gz", GOOD)
     write_zip(klass / "carol.zip", GOOD)
     found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED)}
-    assert found["alice"].student == "alice" and found["alice"].folder is not None
+    assert found["alice"].student == "alice" and not found["alice"].flags
     assert found["carol.zip"].student == "carol" and found["carol.zip"].folder is not None
-    bobs = ["Bob_Smith.tar.gz", "bob smith", "bob_smith.zip"]
+    bobs = ["bob smith", "Bob_Smith.tar.gz", "bob_smith.zip"]  # the folder first, then by name
+    assert found["bob smith"].student == "bob_smith"
+    assert all(found[name].folder is not None and not found[name].problem for name in bobs)
+    ids = {found[name].student for name in bobs}
+    assert len(ids) == 3 and all(i.startswith(("Bob_Smith~", "bob_smith~")) for i in ids - {"bob_smith"})
     for name in bobs:
-        others = " and ".join(repr(other) for other in bobs if other != name)
-        assert found[name].folder is None
-        assert f"{name!r} was not graded: it and {others} name the same student" in found[name].problem
-    assert len({found[name].student for name in bobs} | {"bob_smith", "Bob_Smith"}) == 5
-    assert not (tmp_path / "staging" / "bob_smith").exists()  # refused before it was unpacked
+        assert "'bob smith' and 'Bob_Smith.tar.gz' and 'bob_smith.zip' name the same student 'bob_smith'" in \
+            found[name].note and f"{name!r} is graded as {found[name].student!r}" in found[name].note  # fmt: skip
+
+
+def test_a_hostile_archive_beside_an_honest_folder_costs_the_honest_one_nothing(tmp_path):
+    """Issue 41, 7: `Carol.zip` (an entry escaping its folder) beside an honest `carol/` refused
+    both, and carol got 0. Now the folder is carol's, graded; the archive is refused with its
+    own reason under an id of its own; both are flagged."""
+    klass = tmp_path / "class"
+    (klass / "carol" / "vector_add").mkdir(parents=True)
+    (klass / "carol" / "vector_add" / "vector_add.py").write_bytes(GOOD["vector_add/vector_add.py"])
+    write_zip(klass / "Carol.zip", {"vector_add/vector_add.py": b"x", "../../escaped.py": b"x"})
+    found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED)}
+    honest, hostile = found["carol"], found["Carol.zip"]
+    assert honest.student == "carol" and honest.folder == klass / "carol" and not honest.problem
+    assert hostile.folder is None and hostile.student.startswith("Carol~") and "outside" in hostile.problem
+    assert "'carol' is graded as 'carol'" in honest.flags and "'Carol.zip' is refused" in hostile.flags
+    assert not (tmp_path / "escaped.py").exists()
+
+
+def test_a_link_entry_is_refused_not_followed(tmp_path):
+    """Issue 41, 6: an entry that is a link (to solutions/, or a classmate's folder) was graded as
+    what it points at. It is refused by name; the folder it points at is graded once, as its own."""
+    klass = tmp_path / "class"
+    (klass / "alice" / "vector_add").mkdir(parents=True)
+    (klass / "mallory").symlink_to(klass / "alice")
+    (klass / "trudy.zip").symlink_to(write_zip(tmp_path / "elsewhere.zip", GOOD))
+    found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED)}
+    assert found["alice"].folder == klass / "alice"
+    for name in ("mallory", "trudy.zip"):
+        assert found[name].folder is None and "is a link, which the grader does not follow" in found[name].problem

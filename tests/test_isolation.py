@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import isolation, limits, sandbox
+from grader import isolation, limits, memory_cgroup, sandbox
 from grader.grading import AssignmentGrading, Settings
 from grader.messages import Failure, Job, Task
 from grader.spec import REPO_ROOT, SpecError, load_assignment
@@ -70,14 +70,15 @@ def test_fake_results_land_nowhere_and_change_nothing():
 
 
 @requires_sandbox
-def test_no_connection_leaves_the_child(monkeypatch):
+def test_no_connection_leaves_the_child(tmp_path):
+    submission = shutil.copytree(HOSTILE / "phones_home", tmp_path / "phones_home")
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         listener.setblocking(False)
         port = listener.getsockname()[1]
-        monkeypatch.setenv("HOSTILE_LISTENER_PORT", str(port))
-        failed = failures(grade(HOSTILE / "phones_home", ["vector_add"]))
+        (submission / "vector_add" / "listener_port.txt").write_text(str(port))  # where phones_home looks
+        failed = failures(grade(submission, ["vector_add"]))
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody called
     # The sandbox's own loopback refuses, or its network is down: either way the host's listener stays unreached.
@@ -126,8 +127,23 @@ def test_ten_megabytes_of_output_are_truncated_and_the_grade_is_normal(tmp_path)
 
 def test_the_sandbox_is_named_in_every_grade():
     result = grade(HOSTILE / "missing_file", ["vector_add"])
-    assert result.environment["sandbox"] == STATUS
-    assert STATUS.startswith(("none (", "bubblewrap: "))
+    assert result.environment["sandbox"] == sandbox.walls() and sandbox.walls().startswith(STATUS)
+    assert STATUS.startswith(("none (", "bubblewrap: ")) and "; memory: " in sandbox.walls()
+
+
+def test_the_tas_secrets_never_reach_the_child(monkeypatch):
+    """Issue 41, 5: everything of the TA's environment but PYTHON* and GRADER_* reached the
+    child, and a submission raised AWS_SECRET_ACCESS_KEY and HF_TOKEN into its own feedback. A
+    child inherits only what Python, CUDA and the compilers need (grader/child_env.py)."""
+    planted = {"AWS_SECRET_ACCESS_KEY": "fake-aws-secret-41", "HF_TOKEN": "hf_fake_token_41",
+               "LD_PRELOAD": "/fake/preload-41.so", "CUDA_LAUNCH_BLOCKING": "1"}  # fmt: skip
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    failed = failures(grade(HOSTILE / "prints_its_environment", ["vector_add"]))
+    assert failed and all("environment: " in t.output and "PATH=" in t.output for t in failed), failed[0].output
+    leaked = {name for name, value in planted.items() for t in failed if f"{name}=" in t.output or value in t.output
+              and len(value) > 1}  # fmt: skip
+    assert not leaked, f"the TA's {sorted(leaked)} reached the child: {failed[0].output[:500]}"
 
 
 def test_a_missing_file_costs_no_child_and_says_what_the_folder_holds():
@@ -514,3 +530,132 @@ def test_a_child_preloading_torch_takes_tritons_cache_key_before_any_student_cod
     triton_key.cache_clear()
     main._preload("torch")
     assert triton_key.cache_info().currsize == (0 if interpret else 1)
+
+
+@pytest.mark.parametrize("target", ["solutions", "a classmate"])
+def test_an_assignment_folder_that_is_a_link_is_not_followed(tmp_path, target):
+    """Issue 41, 6: a submission whose vector_add/ was a link to solutions/ (or to a classmate's
+    folder) was graded as what it pointed at: 4/4. No link is followed, the folder itself
+    included: the part's file is missing, and the message says why."""
+    pointed = REPO_ROOT / "solutions" / "vector_add"
+    if target == "a classmate":
+        pointed = shutil.copytree(pointed, tmp_path / "classmate" / "vector_add")
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "vector_add").symlink_to(pointed)
+    result = grade(tmp_path / "student", ["vector_add"])
+    graded = [t for t in result.tests if t.kind == "correctness"]
+    assert graded and {t.reason for t in graded} == {"missing_file"} and result.score == 0
+    assert "Links are not followed, and the submission has 1: vector_add" in graded[0].output, graded[0].output
+
+
+def _host_memory_limited_to(gib: float, monkeypatch) -> None:
+    """Every child's host memory limit is `gib` (the watchdog's and the cgroup's), as an
+    assignment.toml saying so would make it: filling 6 GiB takes seconds of a small machine."""
+    real = isolation.limits_of
+
+    def limited(assignment_dir: str):
+        found, gpu_memory_gib, scratch = real(assignment_dir)
+        return limits.Limits(int(gib * 2**30), found.max_processes), gpu_memory_gib, scratch
+
+    monkeypatch.setattr(isolation, "limits_of", limited)
+
+
+def _hoarder(tmp_path: Path, gib: float) -> Path:
+    submission = shutil.copytree(HOSTILE / "hoards_shared_memory", tmp_path / "hoarder")
+    (submission / "vector_add" / "hoard_gib.txt").write_text(str(gib))  # past the limit the test sets
+    return submission
+
+
+def _own_groups() -> list[Path]:
+    found = memory_cgroup.hierarchy()
+    return sorted(found.base.glob(f"child-{os.getpid()}-*")) if isinstance(found, memory_cgroup.Hierarchy) else []
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["in the sandbox", "without a sandbox"])
+def test_memory_that_no_process_maps_is_out_of_memory_at_the_limit(tmp_path, monkeypatch, sandboxed):
+    """Issue 41, 4: memfd_create and os.write held 6.5 GiB over a 6 GiB limit for 5 s per call,
+    never killed: a memfd's pages are in no process's RSS and in no sandbox tmpfs. Each child's
+    memory cgroup counts them, and the kernel ends the child at the limit."""
+    if not isinstance(memory_cgroup.hierarchy(), memory_cgroup.Hierarchy):
+        pytest.skip(f"no memory cgroup here: {memory_cgroup.describe()}")
+    if sandboxed and STATUS.startswith("none"):
+        pytest.skip(f"no sandbox here: {STATUS}")
+    _host_memory_limited_to(1, monkeypatch)
+    failed = failures(grade(_hoarder(tmp_path, 1.5), ["vector_add"], sandbox=sandboxed, timeout_s=60))
+    assert failed and {t.reason for t in failed} == {"out_of_memory"}, [t.output[:300] for t in failed]
+    assert "limit of 1 GiB (host_memory_gib), which counts shared memory, memfd and tmpfs" in failed[0].output
+    assert not _own_groups(), "a child's memory cgroup outlived it"
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["in the sandbox", "without a sandbox"])
+def test_where_no_cgroup_can_be_made_memory_no_process_maps_is_refused(tmp_path, monkeypatch, sandboxed):
+    """The fallback of a machine that offers no memory cgroup to this user: the child's seccomp
+    filter refuses memfd_create (and System V shared memory), sandboxed or not, and a correct
+    submission is graded as before."""
+    if sandboxed and STATUS.startswith("none"):
+        pytest.skip(f"no sandbox here: {STATUS}")
+    monkeypatch.setattr(memory_cgroup, "group_for", lambda limit_bytes: None)
+    _host_memory_limited_to(1, monkeypatch)
+    failed = failures(grade(_hoarder(tmp_path, 1.5), ["vector_add"], sandbox=sandboxed, timeout_s=60))
+    assert failed and {t.reason for t in failed} == {"crash"}, [t.output[:300] for t in failed]
+    assert all("PermissionError: [Errno 1] Operation not permitted" in t.output for t in failed), failed[0].output
+    if sandboxed:
+        assert not failures(grade(REPO_ROOT / "solutions", ["vector_add"], sandbox=sandboxed)), "no memfd, no loss"
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("walls", ["landlock", "no cgroup"])
+def test_the_walls_leave_a_gpu_grading_whole(walls, monkeypatch):
+    """On a GPU, what the walls refuse is nothing CUDA, Triton, nvcc's libraries or torch.compile
+    need: without the sandbox (Landlock and the launcher's seccomp filter), and where no memory
+    cgroup can be made (memfd_create and shmget refused), solutions/ earns every point."""
+    if walls == "no cgroup":
+        monkeypatch.setattr(memory_cgroup, "group_for", lambda limit_bytes: None)
+    result = grade(REPO_ROOT / "solutions", ["vector_add", "gelu"], device="cuda", sandbox=walls != "landlock")
+    lost = [(t.name, t.reason, t.output[:200]) for t in result.tests if t.graded and not t.passed]
+    assert not lost, lost
+    if walls == "landlock":
+        assert "Landlock ABI" in result.environment["sandbox"], result.environment["sandbox"]
+
+
+PINS = """import torch
+
+def add(x, y):
+    hoard = [torch.empty(256 << 20, dtype=torch.uint8, pin_memory=True).fill_(1) for _ in range({count})]
+    raise RuntimeError(f"pinned {{len(hoard) / 4:.1f}} GiB of host memory: nothing stopped it")
+"""
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_pinned_host_memory_counts_against_the_limit(tmp_path, monkeypatch):
+    """CUDA's pinned host memory (cudaHostAlloc, under torch's pin_memory) is host memory the
+    child holds: past host_memory_gib its memory cgroup ends it. (Measures whether the driver's
+    pinned pages are charged to the cgroup: if this fails, they are not.)"""
+    if not isinstance(memory_cgroup.hierarchy(), memory_cgroup.Hierarchy):
+        pytest.skip(f"no memory cgroup here: {memory_cgroup.describe()}")
+    _host_memory_limited_to(2, monkeypatch)
+    (tmp_path / "pins" / "vector_add").mkdir(parents=True)
+    (tmp_path / "pins" / "vector_add" / "vector_add.py").write_text(PINS.format(count=12))  # 3 GiB
+    failed = failures(grade(tmp_path / "pins", ["vector_add"], device="cuda", timeout_s=120))
+    assert failed and {t.reason for t in failed} == {"out_of_memory"}, [t.output[:300] for t in failed]
+
+
+def test_a_memory_cgroup_left_by_a_killed_grader_is_removed():
+    """A grader killed mid-grading (kill -9 of a batch) cannot remove its children's groups: the
+    next grader process removes those whose maker is gone, and no other."""
+    found = memory_cgroup.hierarchy()
+    if not isinstance(found, memory_cgroup.Hierarchy):
+        pytest.skip(f"no memory cgroup here: {memory_cgroup.describe()}")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    stale, mine = found.base / f"child-{dead}-left", memory_cgroup.group_for(1 << 30)
+    stale.mkdir()
+    try:
+        memory_cgroup._remove_stale(found.base)
+        assert not stale.exists() and mine.path.exists()
+    finally:
+        mine.remove()
+        if stale.exists():
+            stale.rmdir()

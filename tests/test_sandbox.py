@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from grader import sandbox
+from grader import landlock, sandbox
+from grader.exec_walls import Walls
 from grader.spec import REPO_ROOT
 
 STATUS = sandbox.probe()
@@ -163,3 +165,73 @@ def test_package_folders_on_the_import_path_under_tmp_stay_in_sight(tmp_path, mo
     shown = sandbox.python_paths()
     assert packages in shown
     assert not any(elsewhere.is_relative_to(p) for p in shown), shown
+
+
+WITHOUT_SANDBOX = r"""
+import errno, json, os, socket, sys
+salt, classmate, repo, outside, scratch, port = sys.argv[1:7]
+parent, seen = os.getppid(), {}
+def attempt(name, action):
+    try:
+        action()
+        seen[name] = "ok"
+    except OSError as error:
+        seen[name] = errno.errorcode.get(error.errno, str(error.errno))
+attempt("read the salt file", lambda: open(salt).read())
+attempt("list a classmate's folder", lambda: os.listdir(classmate))
+attempt("read solutions/", lambda: os.listdir(os.path.join(repo, "solutions")))
+attempt("read the parent's environ", lambda: open(f"/proc/{parent}/environ", "rb").read())
+attempt("read the parent's cmdline", lambda: open(f"/proc/{parent}/cmdline", "rb").read())
+attempt("open the parent's memory", lambda: open(f"/proc/{parent}/mem", "rb").close())
+attempt("list /proc", lambda: os.listdir("/proc"))
+attempt("write outside its folders", lambda: open(outside, "w").write("x"))
+attempt("write the host's /dev/shm", lambda: open(f"/dev/shm/planted-{os.getpid()}", "w").close())
+attempt("connect over TCP", lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=5).close())
+attempt("signal the parent", lambda: os.kill(parent, 0))
+attempt("make a memfd", lambda: os.close(os.memfd_create("x")))
+attempt("write its scratch folder", lambda: open(os.path.join(scratch, "mine"), "w").write("x"))
+attempt("read its own /proc", lambda: open("/proc/self/status").read())
+attempt("read the CPU's description", lambda: open("/proc/cpuinfo").read())
+print(json.dumps(seen))
+"""
+BLOCKED = ("read the salt file", "list a classmate's folder", "read solutions/", "read the parent's environ",
+           "read the parent's cmdline", "open the parent's memory", "list /proc", "write outside its folders",
+           "write the host's /dev/shm", "connect over TCP", "signal the parent")  # fmt: skip
+
+
+@pytest.mark.skipif(not landlock.abi(), reason="the kernel offers no Landlock")
+def test_without_the_sandbox_landlock_keeps_a_child_to_its_own_files(tmp_path):
+    """Issue 41, 2: without bubblewrap a child read the batch's salt from /proc/PID/environ and
+    wrote files outside its grading. A child the launcher walls (exec_walls.py: Landlock and the
+    seccomp filter) reaches none of what a bare child reaches, from native code as much as from
+    Python (no guard in this script), while it keeps its own folders and /proc. Measured here:
+    each attempt works without the walls and fails with them."""
+    salt, classmate, scratch, shown = (tmp_path / name for name in ("salt", "classmate", "scratch", "shown"))
+    for folder in (classmate, scratch, shown):
+        folder.mkdir()
+    salt.write_text("the course salt")
+    (shown / "attack.py").write_text(WITHOUT_SANDBOX)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        arguments = [str(salt), str(classmate), str(REPO_ROOT), str(tmp_path / "outside"), str(scratch),
+                     str(listener.getsockname()[1])]  # fmt: skip
+        child = [sys.executable, "-I", str(shown / "attack.py"), *arguments]
+        bare = json.loads(subprocess.run(child, capture_output=True, text=True, timeout=120, check=True).stdout)
+        seccomp = sandbox.seccomp_filter(counted=False)
+        walls = Walls(readable=sandbox.unsandboxed_readable([shown]), writable=[str(scratch)], seccomp_fd=seccomp)
+        try:
+            done = subprocess.run(walls.command(child), capture_output=True, text=True, timeout=120,
+                                  pass_fds=(seccomp,) if seccomp is not None else ())  # fmt: skip
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
+            for planted in Path("/dev/shm").glob("planted-*"):  # the bare child's
+                planted.unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    walled = json.loads(done.stdout)
+    assert all(bare[attempt] == "ok" for attempt in BLOCKED), f"the attack failed without the walls: {bare}"
+    assert not [attempt for attempt in BLOCKED if walled[attempt] == "ok"], walled
+    assert walled["make a memfd"] == "EPERM" and bare["make a memfd"] == "ok", "no cgroup to count it: refused"
+    for kept in ("write its scratch folder", "read its own /proc", "read the CPU's description"):
+        assert walled[kept] == "ok", (kept, walled)

@@ -201,9 +201,6 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
   return next ? next() : CUPTI_ERROR_UNKNOWN;
 }
 
-/* Preloaded, the library keeps itself out of the processes the child starts (ptxas, the compilers). */
-__attribute__((constructor)) static void unpreload(void) { unsetenv("LD_PRELOAD"); }
-
 /* Whether CUPTI took the witness's buffers at the driver's start: the harness asks before it marks. */
 int witness_started(void) { return started; }
 

@@ -1,6 +1,7 @@
 # Hostile: tries to send what it sees over the network (a public DNS server, or a port on the grader's machine), and reports how that went.
 import os
 import socket
+from pathlib import Path
 
 
 def _try(host: str, port: int) -> str:
@@ -14,6 +15,7 @@ def _try(host: str, port: int) -> str:
 
 def add(x, y):
     targets = [("1.1.1.1", 53)]
-    if os.environ.get("HOSTILE_LISTENER_PORT"):  # a socket the test listens on, on this machine
-        targets.append(("127.0.0.1", int(os.environ["HOSTILE_LISTENER_PORT"])))
+    port = Path(__file__).with_name("listener_port.txt")  # a socket the test listens on, on this machine
+    if port.is_file():
+        targets.append(("127.0.0.1", int(port.read_text())))
     raise RuntimeError("network: " + "; ".join(_try(host, port) for host, port in targets))
