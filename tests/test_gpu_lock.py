@@ -395,6 +395,7 @@ def test_a_timed_phase_sends_with_the_gpu_shared_and_judges_after_the_next_timed
     grading.settings = Settings(device="cuda", gpu_lock=GpuLock(tmp_path, "0"))
     grading.budget, grading.phases = _Budget(60.0), Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
     grading.job = grading.workdir = grading.view = grading.compiled = None
+    grading.built_kernels, grading.cwd = set(), tmp_path
     log, others = [], {}
 
     def child(job, tasks, workdir, view, budget, phases, phase, gate, compiled, spawned):
@@ -413,7 +414,7 @@ def test_a_timed_phase_sends_with_the_gpu_shared_and_judges_after_the_next_timed
         threading.Timer(0.4, others["go"].set).start()
         return {task.id: TaskResult(Failure("timeout", "stands in for a benchmark's report")) for task in tasks}
 
-    def judge(assignment, part, case, result, device):
+    def judge(assignment, part, case, result, device, own):
         assert others["in"].is_set(), "the verdicts were made before the waiting timed phase had the GPU"
         assert "a timing out" in log, "the verdicts' references ran inside another student's timed phase"
         log.append("judged")
