@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 import torch
 
 from grader import cases, poison
-from grader.child import dispatch_state, timing
+from grader.child import dispatch_state, imported, timing
 from grader.child.allocations import GuardedAllocations
 from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
@@ -49,19 +49,22 @@ TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources
 
 
 def call(fn: Callable, *args, **kwargs):
-    """Where the harness hands control to student code; torch's dispatch state comes back as the
-    call found it, before the harness runs a torch op of its own (dispatch_state.py)."""
-    before = _check_clean(_HARNESS_MODES)
+    """Where the harness hands control to student code; torch's dispatch state comes back as the call
+    found it (dispatch_state.py), and a thread the call left running is its failure (imported.py)."""
+    before, threads = _check_clean(_HARNESS_MODES), imported.running()
     try:
         return fn(*args, **kwargs)
     finally:
         _put_state_back(before)
+        imported.check_threads(threads)
 
 
 def classify(error: BaseException, root: Path) -> Failure:
     """A student's exception as a reason code and a message that says where it came from."""
     if isinstance(error, SubmissionError):
         return Failure(error.reason, error.message)
+    if isinstance(error, imported.LeftRunning):
+        return Failure("tampering", str(error))
     if isinstance(error, dispatch_state.LeftBehind):
         # Put back, the harness goes on; where it could not be, a fresh process takes the next task.
         return Failure("tampering", f"your call left torch's state changed, which the grader's own torch calls after "
@@ -108,6 +111,8 @@ class Worker:
         self.entries: dict[str, object] = {}
         self.patched_at_import: list[str] = []
         self.refused_at_import: list[str] = []  # tampering while a module loaded: every later task's
+        self.at_import = Activity()  # what the imports ran (imported.py): every later task's too
+        self.left_running: list[str] = []  # threads a call or an import left running: every later task's
         self.copy_gbps = 0.0
         # Timed outputs kept on the GPU until every benchmark is timed: moving them to the parent
         # (hundreds of MB each) would take a second or more of a phase that holds the GPU alone.
@@ -117,17 +122,21 @@ class Worker:
     def entry(self, part: Part):
         """The student's function for a part, loaded once; a load failure is re-raised per task."""
         if part.name not in self.entries:
-            before = _take_state()
-            try:
-                self.entries[part.name] = self.load_entry(part)
-            except SubmissionError as error:
-                self.entries[part.name] = error
-            try:
-                _put_state_back(before)
-            except dispatch_state.LeftBehind as left:
-                self.refused_at_import.append(f"torch's state changed while {part.file} was imported: {left}")
-                if not left.restored:
-                    raise
+            # Under a call's monitor: what the import runs is judged with every later task (imported.py).
+            with self.monitor() as monitor:
+                before, threads = _take_state(), imported.running()
+                try:
+                    self.entries[part.name] = self.load_entry(part)
+                except SubmissionError as error:
+                    self.entries[part.name] = error
+                try:
+                    _put_state_back(before)
+                except dispatch_state.LeftBehind as left:
+                    self.refused_at_import.append(f"torch's state changed while {part.file} was imported: {left}")
+                    if not left.restored:
+                        raise
+                self.left_running += imported.left_running(threads)
+            imported.add_to(self.at_import, imported.evidence(monitor.activity(), part.file))
             self.patched_at_import = self.patched_at_import or self.changed()
             # Taken now: an import that tampered runs no more, and each task that uses it says so.
             self.refused_at_import += self.tampering()
@@ -344,6 +353,8 @@ class Worker:
                     _put_state_back(clean)
             except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
                 outcome, activity = classify(error, self.root), Activity()
+                if isinstance(error, imported.LeftRunning):
+                    self.left_running += error.threads
             account = activity if activity is not None else getattr(outcome, "activity", Activity())
             self.account(account)
             self.send(Done(task.id, outcome, activity))
@@ -364,9 +375,10 @@ class Worker:
     def account(self, activity: Activity) -> None:
         """What the guard refused and which harness objects were rebound, looked at after every
         task: at import, during a call or while timing."""
-        activity.refused += self.refused_at_import + self.tampering()
+        activity.refused += self.refused_at_import + self.left_running + self.tampering()
         activity.patched = self.changed()
         activity.patched_at_import = bool(self.patched_at_import)
+        imported.add_to(activity, self.at_import)
 
 
 def _differs(first: object, again: object) -> int:
