@@ -63,6 +63,7 @@ from typing import Callable
 
 TAMPERING = "tampering"
 REFUSED = "refused"
+NOTED = "noted"  # a gateway's use by student code, with what it moved (host_reads.py): no refusal
 FRAME = "a frame object (the grader's own frames are one step away from it)"
 KEPT_EVENT = "grader.kept"  # a gate asks the hook for the function it stands in for (switches.py)
 # Who asked for an event: student code, a sanctioned library entry acting on its own behalf, or
@@ -119,9 +120,10 @@ _get_ident = threading.get_ident
 
 @dataclass
 class Refusal:
-    kind: str  # TAMPERING or REFUSED
-    what: str  # the event, in words
+    kind: str  # TAMPERING, REFUSED or NOTED
+    what: str  # the event, in words (NOTED: the gateway's name)
     where: str  # the student's file and line, where known
+    count: int = 0  # NOTED: the values the gateway moved
 
 
 def _new_state(student_root: Path, sanctioned: set, boundary: set, kept: dict | None) -> SimpleNamespace:
@@ -380,6 +382,8 @@ def _hand_out(state: SimpleNamespace, args: tuple) -> None:
     kept, found, what = state.kept, None, f"raising the grader's own audit event {KEPT_EVENT}"
     if genuine:
         found, what = kept["hand_out"](kept, args[0], args[1], False)
+        if args[0] in kept["noted"]:
+            _walked(state, _note, state, args, raiser.f_back)
     if found is None:
         who, where = _walked(state, _asker, state, raiser.f_back if genuine else raiser, genuine)
         if genuine and who in (HARNESS, IMPORT):
@@ -417,6 +421,14 @@ def _unvouched(state: SimpleNamespace, event: str, who: str, raiser) -> bool:
         return True
     names = _RAISED_BY.get(event)
     return names is not None and (id(raiser.f_code) in state.boundary or not _names_it(raiser, names))
+
+
+def _note(state: SimpleNamespace, args: tuple, caller) -> None:
+    """A gateway's use (host_reads.py), noted with what it moves where student code asked."""
+    who, where = _asker(state, caller)
+    moved = state.kept["measure"](args[0], args[1]) if who == STUDENT else 0
+    if moved:
+        state.refusals.append((NOTED, args[0], where, moved))
 
 
 def _hook_for(state: SimpleNamespace) -> Callable[[str, tuple], None]:

@@ -21,7 +21,41 @@ from __future__ import annotations
 
 import threading
 
+from grader.child import host_reads
+from grader.child.guard import NOTED
 from grader.messages import Activity, KernelCount, OpCount
+
+
+class Carried:
+    """What a task's activity carries besides its own: every import's work and every thread left
+    running (each later task's too), and the gateways' uses noted since the last task (its own)."""
+
+    def __init__(self):
+        self.at_import = Activity()
+        self.threads: list[str] = []
+        self.reads: list = []  # the guard's NOTED records since the last account
+
+    def imported(self, activity: Activity, file: str) -> None:
+        """An import's activity, and the gateways it used, carried by every later task."""
+        add_to(self.at_import, evidence(activity, file))
+        reads, self.reads = host_reads.ops(self.reads), []
+        self.at_import.ops += evidence(Activity(ops=reads), file).ops
+
+    def failed(self, error: BaseException) -> None:
+        """A task's exception: threads a call left running are carried from now on."""
+        if isinstance(error, LeftRunning):
+            self.threads += error.threads
+
+    def noted(self, refusals: list) -> list:
+        """Keep the gateways' uses from the guard's records; return the rest."""
+        self.reads += [r for r in refusals if r.kind == NOTED]
+        return [r for r in refusals if r.kind != NOTED]
+
+    def add_to(self, activity: Activity) -> None:
+        activity.refused += self.threads
+        activity.ops += host_reads.ops(self.reads)
+        self.reads = []
+        add_to(activity, self.at_import)
 
 
 def evidence(activity: Activity, file: str) -> Activity:

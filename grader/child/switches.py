@@ -37,6 +37,8 @@ Three more ways around the guard are gates of the same kind, though they are not
   with the right sum. Student code may register for namespaces that no op held before it ran
   (its own custom ops), through libraries it made itself; torch's own libraries, and libraries
   for torch's namespaces, are the harness's.
+- a call's data moved between torch and the host (GATEWAY, host_reads.py): handed to anyone, and
+  noted by the hook, with what it moves, where student code asked.
 - writing a file from C++ (WRITER, writers.py): torch.save's zip writer, torch.from_file and the
   like raise no `open` audit event; each gate raises one for its file first, which the guard judges
   as any other write, and the rule then hands the writer to anyone.
@@ -60,12 +62,13 @@ from types import FrameType, FunctionType, ModuleType, SimpleNamespace
 
 import torch
 
-from grader.child import writers
+from grader.child import host_reads, writers
 from grader.child.guard import KEPT_EVENT, realpath, sealed
 from grader.child.snapshot import resolve
 
 SWITCH, LIFECYCLE, DISPATCH, FACTORY = "switch", "lifecycle", "dispatch", "factory"
 HANDLER, MAKER, REGISTRAR, LIBRARY_FACTORY, WRITER = "handler", "maker", "registrar", "library factory", "writer"
+GATEWAY = "gateway"
 # Switches of RecordFunction and of the profiler's collection (and the execution-trace observer,
 # which writes its own file from C++, where the guard does not look), by owner. The CUDA
 # profiler's start and stop exist where torch is built with CUDA; no kernel needs them.
@@ -163,7 +166,7 @@ def take_away() -> dict:
     taken = {}  # id of the original -> (the original, its gate, its kind, its name)
     groups = ((SWITCHES, SWITCH), (LIFECYCLE_GATES, LIFECYCLE), (DISPATCH_GATES, DISPATCH), (HANDLER_GATES, HANDLER),
               (MAKER_GATES, MAKER), (LIBRARY_FACTORY_GATES, LIBRARY_FACTORY), (REGISTRAR_GATES, REGISTRAR),
-              (writers.WRITER_GATES, WRITER))  # fmt: skip
+              (writers.WRITER_GATES, WRITER), (host_reads.GATEWAYS, GATEWAY))  # fmt: skip
     makers = {MAKER: _maker_gate, WRITER: writers.gate}
     for group, kind in groups:
         for owner_path, names in group.items():
@@ -187,6 +190,8 @@ def take_away() -> dict:
             "namespaces": frozenset(str.partition(n, "::")[0] for n in torch._C._dispatch_get_all_op_names()),
             "made": {}}  # fmt: skip
     kept["hand_out"] = sealed(globals())["_hand_out"]
+    # The gateways' uses the hook notes where student code asked, and how it counts what they move.
+    kept["noted"], kept["measure"] = host_reads.names(), sealed(vars(host_reads))["measure"]
     return kept
 
 
@@ -291,7 +296,7 @@ def _hand_out(kept: dict, name, args: tuple, harness: bool) -> tuple[object, str
         return _remade(kept, name, original, args)
     if kind == SWITCH:
         return None, f"{name} (a switch of the grader's profiler)"
-    if kind in (FACTORY, WRITER) or harness:
+    if kind in (FACTORY, WRITER, GATEWAY) or harness:
         return original, ""  # a writer's gate raised `open` for its file: the guard judged the write
     if kind == LIBRARY_FACTORY:
         return _library_for(kept, name, original, args)

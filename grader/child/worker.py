@@ -111,8 +111,7 @@ class Worker:
         self.entries: dict[str, object] = {}
         self.patched_at_import: list[str] = []
         self.refused_at_import: list[str] = []  # tampering while a module loaded: every later task's
-        self.at_import = Activity()  # what the imports ran (imported.py): every later task's too
-        self.left_running: list[str] = []  # threads a call or an import left running: every later task's
+        self.carried = imported.Carried()  # imports' work, threads left running, host reads (imported.py)
         self.copy_gbps = 0.0
         # Timed outputs kept on the GPU until every benchmark is timed: moving them to the parent
         # (hundreds of MB each) would take a second or more of a phase that holds the GPU alone.
@@ -135,11 +134,11 @@ class Worker:
                     self.refused_at_import.append(f"torch's state changed while {part.file} was imported: {left}")
                     if not left.restored:
                         raise
-                self.left_running += imported.left_running(threads)
-            imported.add_to(self.at_import, imported.evidence(monitor.activity(), part.file))
+                self.carried.threads += imported.left_running(threads)
             self.patched_at_import = self.patched_at_import or self.changed()
             # Taken now: an import that tampered runs no more, and each task that uses it says so.
             self.refused_at_import += self.tampering()
+            self.carried.imported(monitor.activity(), part.file)
         found = self.entries[part.name]
         if isinstance(found, SubmissionError):
             raise found
@@ -353,8 +352,7 @@ class Worker:
                     _put_state_back(clean)
             except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
                 outcome, activity = classify(error, self.root), Activity()
-                if isinstance(error, imported.LeftRunning):
-                    self.left_running += error.threads
+                self.carried.failed(error)
             account = activity if activity is not None else getattr(outcome, "activity", Activity())
             self.account(account)
             self.send(Done(task.id, outcome, activity))
@@ -369,16 +367,18 @@ class Worker:
         self.send(Finished(reserved))
 
     def tampering(self) -> list[str]:
-        """What the guard refused as tampering since the last look, with the student's line."""
-        return [f"{r.what}" + (f" ({r.where})" if r.where else "") for r in self.refusals() if r.kind == TAMPERING]
+        """What the guard refused as tampering since the last look, with the student's line (the
+        gateways' uses it noted are kept for the task's account: imported.Carried)."""
+        found = self.carried.noted(self.refusals())
+        return [f"{r.what}" + (f" ({r.where})" if r.where else "") for r in found if r.kind == TAMPERING]
 
     def account(self, activity: Activity) -> None:
         """What the guard refused and which harness objects were rebound, looked at after every
-        task: at import, during a call or while timing."""
-        activity.refused += self.refused_at_import + self.left_running + self.tampering()
+        task: at import, during a call or while timing; and what every task carries."""
+        activity.refused += self.refused_at_import + self.tampering()
         activity.patched = self.changed()
         activity.patched_at_import = bool(self.patched_at_import)
-        imported.add_to(activity, self.at_import)
+        self.carried.add_to(activity)
 
 
 def _differs(first: object, again: object) -> int:
