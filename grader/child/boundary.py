@@ -31,6 +31,7 @@ the interpreter's seams (interpreter.py); `BOUNDARY` goes to the guard.
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable
 
 import numpy as np
@@ -174,6 +175,9 @@ def _checked(run: Callable) -> Callable:
     return checked_run
 
 
+WRAPPER_CODES = frozenset({_checked(print).__code__, BOUNDARY})  # what a sanctioned entry may never be
+
+
 def check_launch(kernel, args: tuple, kwargs: dict) -> None:
     """Refuse, before Triton reads them, launch arguments whose methods could be the student's."""
     name = getattr(getattr(kernel, "fn", None), "__name__", None) or type(kernel).__name__
@@ -249,3 +253,18 @@ def _fields_plain(value, depth: int) -> bool:
 def _described(value) -> str:
     kind = type(value)
     return f"a {kind.__module__}.{kind.__qualname__}"
+
+
+def sanctioned_entries() -> set:
+    """The library functions student code may call even though they do what the hook refuses, as
+    narrowly as Triton allows: a launch (compiling the kernel with ptxas into Triton's cache,
+    building and loading its launcher), an autotuner (which keeps its timings in that cache), and
+    the loading of a kernel compiled by `kernel.warmup(...)` (Triton's second tutorial). Their own
+    code, not the grader's wrappers around them (hooks.py, interpreter.py): those run nothing the
+    hook refuses. A heuristic (Heuristics.run), a grid and the interpreter's run (which runs the
+    student's kernel as Python) need nothing refused, and are not entries."""
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime import autotuner, jit
+
+    entries = (jit.JITFunction.run, autotuner.Autotuner.run, CompiledKernel._init_handles)
+    return {inspect.unwrap(entry).__code__ for entry in entries}

@@ -58,7 +58,7 @@ import sysconfig
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType, FunctionType, SimpleNamespace
+from types import CodeType, FunctionType, MappingProxyType, SimpleNamespace
 from typing import Callable
 
 TAMPERING = "tampering"
@@ -95,7 +95,7 @@ _NEVER_SANCTIONED = frozenset({
 # The names through which code raises each of these events (a call of `sys._getframe`, `os.kill`,
 # `exec`...): a library or harness frame whose own code names none of them did not raise the event
 # itself, but called something that did, a C function of the student's among the possibilities.
-_RAISED_BY = {
+_RAISED_BY = MappingProxyType({
     "exec": ("exec", "eval"), "sys._getframe": ("_getframe",),
     "gc.get_objects": ("get_objects",), "gc.get_referrers": ("get_referrers",), "gc.get_referents": ("get_referents",),
     "sys._current_frames": ("_current_frames",), "sys._current_exceptions": ("_current_exceptions",),
@@ -103,7 +103,7 @@ _RAISED_BY = {
     "sys._settraceallthreads": ("_settraceallthreads",), "sys._setprofileallthreads": ("_setprofileallthreads",),
     "sys.monitoring.register_callback": ("register_callback",), "sys.addaudithook": ("addaudithook",),
     "os.kill": ("kill",), "os.killpg": ("killpg",), "signal.pthread_kill": ("pthread_kill",),
-}  # fmt: skip
+})  # fmt: skip
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 # The events the hook's own walk raises (taking the caller's frame, reading each frame's code):
 # while it walks, these alone pass unjudged.
@@ -480,20 +480,3 @@ def install(student_root: Path, sanctioned: set, boundary: set,
         return [Refusal(*refusal) for refusal in found]
 
     return taken, lambda filename: is_library(state, filename)
-
-
-def sanctioned_entries() -> set:
-    """The library functions student code may call even though they do what the hook refuses, as
-    narrowly as Triton allows: a launch (compiling the kernel with ptxas into Triton's cache,
-    building and loading its launcher), an autotuner (which keeps its timings in that cache), and
-    the loading of a kernel compiled by `kernel.warmup(...)` (Triton's second tutorial). Their own
-    code, not the grader's wrappers around them (hooks.py, interpreter.py): those run nothing the
-    hook refuses. A heuristic (Heuristics.run), a grid and the interpreter's run (which runs the
-    student's kernel as Python) need nothing refused, and are not entries."""
-    import inspect
-
-    from triton.compiler.compiler import CompiledKernel
-    from triton.runtime import autotuner, jit
-
-    entries = (jit.JITFunction.run, autotuner.Autotuner.run, CompiledKernel._init_handles)
-    return {inspect.unwrap(entry).__code__ for entry in entries}

@@ -233,9 +233,11 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     # only the guard's hook, installed below, holds what they stand for.
     kept = switches.take_away()
     changed = HarnessSnapshot.take().changed  # the bound method: rebinding `changed` later silences nothing
-    sanctioned = guard.sanctioned_entries() | {CudaEntry.__call__.__code__}
+    sanctioned = boundary.sanctioned_entries() | {CudaEntry.__call__.__code__}
     if job.device != "cuda":
         sanctioned |= interpreter.sanctioned_entries()  # kernel.warmup() compiles for the GPU, as on one
+    # A wrapper is never an entry: one code object checks every launch (boundary.py), Heuristics.run's too.
+    assert boundary.WRAPPER_CODES.isdisjoint(sanctioned), "a wrapper of the grader's was sanctioned"
     edges = {worker.call.__code__, submission.run_module.__code__, boundary.BOUNDARY}
     refusals, is_library = guard.install(root, sanctioned, edges, kept)
     del kept
