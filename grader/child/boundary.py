@@ -64,8 +64,8 @@ def student_callable(fn: Callable) -> Callable:
     if fn is None or is_wrapper(fn):
         return fn
     found = _wrappers.get(id(fn))
-    if found is not None and found[0] is fn:
-        return found[1]
+    if found is not None and found[0] is fn and is_wrapper(found[1]) and found[1].__closure__[0].cell_contents is fn:
+        return found[1]  # (checked: the cache is a dict that student code can reach and write)
 
     def as_student(*args, **kwargs):
         return fn(*args, **kwargs)
