@@ -84,6 +84,10 @@ OTHER = "gelu"  # the assignment hostile students hand in right, beside their ve
 # for the next task on its worker (another student's, every one of them checked here too).
 JUDGED = {"wrong_result", "forbidden_op", "no_kernel_launched", "missing_file"}
 WITH_OTHER = sorted(name for name, expect in EXPECT.items() if expect["reason"] not in JUDGED)
+# A hang guard, not a speed test: the class of some 50 students took three minutes alone on the
+# two-core machine (about 4 s a student, gelu included), and it grows with every hostile folder;
+# 25 s a student is over five times that (65 students: 8.3 minutes beside other work, 27 allowed).
+BATCH_LIMIT_S = 25 * (len(EXPECT) + 2)
 # Everything the grader writes under --out for this class (no archives, so no .unpacked/).
 GRADER_FILES = {"grades.csv", "gradebook.sqlite", "summary.html"} | {
     f"{student}/{name}" for student in STUDENTS for name in ("results.json", "report.html")
@@ -195,7 +199,7 @@ def run(tmp_path_factory, solutions) -> Run:
         env["HOSTILE_LISTENER_PORT"] = str(listener.getsockname()[1])  # phones_home calls it
         started = time.time()
         done = subprocess.run(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=600)  # fmt: skip
+                              text=True, timeout=BATCH_LIMIT_S)  # fmt: skip
         try:
             listener.accept()[0].close()
             called = True
