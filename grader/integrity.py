@@ -66,19 +66,26 @@ def described(op: OpCount) -> str:
     text = op.name
     if ops.meaning(op.name):
         text += f" ({ops.meaning(op.name)})"
+    if ops.moves_values(op.name):
+        text += f", {op.count} values"
     if op.where:
         text += f", first run from {op.where}"
     return text
 
 
-def forbidden_ops(part: Part, activity: Activity) -> Verdict | None:
-    bad = [op for op in activity.ops if ops.forbidden(op.name, part.allowed_ops)]
+def forbidden_ops(part: Part, activity: Activity, calls: int = 1) -> Verdict | None:
+    """A torch op that computes and that the part does not allow, or more values moved between torch
+    and the host than a call needs (ops.moves_too_many): its data worked on outside the kernel."""
+    bad = [op for op in activity.ops if ops.moves_too_many(op.name, op.count, calls)
+           or (not ops.moves_values(op.name) and ops.forbidden(op.name, part.allowed_ops))]  # fmt: skip
     if not bad:
         return None
     names = "; ".join(described(op) for op in bad)
     threads = " (some from a thread other than the one the grader called)" if any(op.threads > 1 for op in bad) else ""
+    host = (f"; more than {ops.VALUES_PER_CALL} values a call taken to the host or brought from it is the call's data "
+            "worked on where your kernel is not" if any(ops.moves_values(op.name) for op in bad) else "")  # fmt: skip
     return Verdict("forbidden_op", f"the call ran torch's {names}{threads}: computing is your kernel's job here; "
-                   "torch may only allocate, view and copy", {"ops": [op.name for op in bad]})  # fmt: skip
+                   f"torch may only allocate, view and copy{host}", {"ops": [op.name for op in bad]})  # fmt: skip
 
 
 def foreign_kernels(activity: Activity, cuda_kernels: set[str]) -> list[str]:
@@ -136,7 +143,7 @@ def integrity(part: Part, activity: Activity, device: str, calls: int, cuda_kern
     """The first integrity verdict that applies to one case's calls, or None. `witnessed`: the
     grader's witness (grader/witness) saw the GPU's kernels, and judges them; the child's profiler
     then records none, and the launches its hooks logged stand for the student's own kernels."""
-    verdict = harness_tampering(activity) or forbidden_ops(part, activity)
+    verdict = harness_tampering(activity) or forbidden_ops(part, activity, calls)
     if verdict:
         return verdict
     device = "witness" if witnessed else device

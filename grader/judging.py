@@ -282,7 +282,8 @@ def timed_calls(part: Part, report: BenchReport) -> Verdict | None:
                        "did not do the work that was checked", {"wrong_timed_calls": len(wrong)})  # fmt: skip
     if not report.checks:
         return Verdict("crash", "no timed call was reported")
-    return integrity.harness_tampering(report.activity) or integrity.forbidden_ops(part, report.activity)
+    return integrity.harness_tampering(report.activity) or integrity.forbidden_ops(part, report.activity,
+                                                                                   len(report.checks))
 
 
 def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResult, device: str,

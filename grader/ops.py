@@ -39,7 +39,32 @@ MEANINGS = {
     "zero_": "a pass over memory: `torch.zeros` or `t.zero_()`",
     "add": "torch's elementwise add, a kernel of its own: `a + b`",
     "mul": "torch's elementwise multiply, a kernel of its own: `a * b`",
+    "host::numpy": "a tensor's values handed to numpy on the host: `t.numpy()`, `np.asarray(t)`",
+    "host::tolist": "a tensor's values made Python numbers on the host: `t.tolist()`",
+    "host::to_dlpack": "a tensor's memory handed to another library through DLPack: `np.from_dlpack(t)`",
+    "host::from_dlpack": "a tensor made from another library's memory through DLPack",
+    "host::from_numpy": "a tensor made from a numpy array: `torch.from_numpy(a)`",
+    "host::frombuffer": "a tensor made from a host buffer: `torch.frombuffer(b)`",
+    "host::as_tensor": "a tensor made from a host array or list: `torch.as_tensor(a)`",
+    "host::asarray": "a tensor made from a host array or list: `torch.asarray(a)`",
+    "host::tensor": "a tensor made from a host array or list: `torch.tensor(a)`",
 }  # fmt: skip
+
+# Values that cross between torch and the host a few at a time (grader/child/host_reads.py's
+# gateways, `host::` ops, and a read of one value, `float(t)`): a scale read or two per call is
+# fine, more is the call's data worked on where the student's kernel is not.
+HOST = "host::"
+VALUE_READS = {"_local_scalar_dense", "item"}
+VALUES_PER_CALL = 64
+
+
+def moves_values(op: str) -> bool:
+    """Whether an op is judged by how many values it moved between torch and the host."""
+    return op.startswith(HOST) or base_name(op) in VALUE_READS
+
+
+def moves_too_many(op: str, count: int, calls: int) -> bool:
+    return moves_values(op) and count > VALUES_PER_CALL * max(calls, 1)
 
 
 def meaning(op: str) -> str:

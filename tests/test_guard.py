@@ -639,3 +639,235 @@ def test_signal_handlers_kernels_and_modules_made_again_are_the_graders_alone(tm
     assert found["its_own_op_and_kernel"] == "allowed: [2.0, 2.0]", found["its_own_op_and_kernel"]
     assert result["copied"] == [1.0, 1.0], "torch's own copy kernel still runs"
     assert result["harness_may"], "the harness sets its own handlers"
+
+
+CALLOUTS = '''
+import functools
+import gc
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+SRC = "import gc\\nFOUND = len(gc.get_objects())"
+
+
+@triton.jit
+def nothing(x_ptr, B: tl.constexpr):
+    pass
+
+
+def _launch(values):
+    triton.heuristics(values)(nothing)[(1,)](torch.zeros(1))
+
+
+def exec_in_a_heuristic():
+    _launch({"B": functools.partial(exec, SRC)})
+
+
+def a_frame_in_a_heuristic():
+    _launch({"B": functools.partial(max, 0, 1, key=sys._getframe)})
+
+
+def gc_in_a_kernel_body():
+    @triton.jit
+    def walks(x_ptr):
+        gc.get_objects()
+
+    walks[(1,)](torch.zeros(1))
+'''
+
+CALLOUTS_HARNESS = """
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import torch, triton
+from triton.runtime.autotuner import Heuristics
+from triton.runtime.interpreter import InterpretedFunction
+from grader.child import guard
+
+root = Path(sys.argv[2])
+
+
+def load():
+    import student
+
+    return student
+
+
+# Sanctioned as they once were: a heuristic's and the interpreter's run, where the student's C code ran
+# as the library's. Only the frames' own code decides now.
+taken, _ = guard.install(root, {Heuristics.run.__code__, InterpretedFunction.run.__code__}, {load.__code__})
+sys.path.insert(0, str(root))
+student = load()
+found = {}
+for name in ("exec_in_a_heuristic", "a_frame_in_a_heuristic", "gc_in_a_kernel_body"):
+    try:
+        found[name] = "allowed: " + str(getattr(student, name)())
+    except Exception as error:  # the interpreter wraps what a kernel body raised
+        found[name] = f"refused: {error}" if "refuses" in str(error) else f"failed: {type(error).__name__}: {error}"
+print(json.dumps({"found": found, "refused": [f"{r.what} ({r.where})" for r in taken()]}))
+"""
+
+
+def test_a_callable_the_student_hands_the_library_is_the_students(tmp_path: Path) -> None:
+    """A C callable has no frame: functools.partial(exec, SRC) as a heuristic ran SRC inside Triton's
+    launch, which the guard took for library code it compiled, and SRC walked gc. Even where the
+    launch is sanctioned (it was), a library frame speaks only for what its own code names: the
+    exec that no frame of Heuristics.run names is the student's, and so is SRC's walk of gc; a
+    frame taken by sys._getframe through max() is refused; and a kernel body that the interpreter
+    execs from the student's file is the student's, never adopted."""
+    result = _run(CALLOUTS_HARNESS, CALLOUTS, tmp_path, timeout=120)
+    found, refused = result["found"], "\n".join(result["refused"])
+    assert found["exec_in_a_heuristic"].startswith("refused: the grader refuses gc.get_objects"), found
+    assert found["a_frame_in_a_heuristic"].startswith("refused: the grader refuses a frame object"), found
+    assert found["gc_in_a_kernel_body"].startswith("refused: "), found  # the interpreter wraps the error
+    assert "the grader refuses gc.get_objects" in found["gc_in_a_kernel_body"], found
+    assert "student.py, line" in refused, f"the refusals name the student's line:\n{refused}"
+
+
+WRITERS = '''
+import io
+import os
+
+import numpy as np
+import torch
+
+x = torch.arange(1000.0)
+
+
+def _at(name):
+    return os.path.join(os.path.dirname(__file__), name)
+
+
+def torch_save():
+    torch.save(x, _at("save.pt"))
+
+
+def torch_save_into_a_buffer():
+    buffer = io.BytesIO()
+    torch.save(x, buffer)
+    return len(buffer.getvalue()) > 0
+
+
+def from_file_shared():
+    torch.from_file(_at("from_file.bin"), shared=True, size=16)
+
+
+def from_file_through_the_functions_class():
+    torch._C._VariableFunctions.from_file(_at("functions.bin"), True, 16)
+
+
+def storage_from_file():
+    torch.UntypedStorage.from_file(_at("storage.bin"), True, 16)
+
+
+def base_storage_from_file():
+    torch._C.StorageBase.from_file(_at("base_storage.bin"), True, 16)
+
+
+def typed_storage_from_file():
+    torch.FloatStorage.from_file(_at("typed_storage.bin"), True, 4)
+
+
+def zip_writer_made_directly():
+    torch._C.PyTorchFileWriter(_at("writer.zip"))
+
+
+def script_module_saved():
+    torch.jit.save(torch.jit.script(torch.nn.Identity()), _at("script.pt"))
+
+
+def fifo_made():
+    os.mkfifo(_at("fifo"))
+
+
+def numpy_of_a_tensor():
+    return float(x.numpy().sum())
+
+
+def numpy_through_the_base_class():
+    return float(torch._C.TensorBase.numpy(x).sum())
+
+
+def tolist_and_back():
+    return torch.as_tensor(x.tolist()).shape[0]
+
+
+def from_numpy_through_the_functions_class():
+    return torch._C._VariableFunctions.from_numpy(np.ones(500)).shape[0]
+
+
+def a_scale_read():
+    return x[:3].tolist()
+'''
+
+WRITERS_HARNESS = """
+import io, json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import torch
+from grader.child import guard, switches
+
+root = Path(sys.argv[2])
+WRITES = ("torch_save", "from_file_shared", "from_file_through_the_functions_class", "storage_from_file",
+          "base_storage_from_file", "typed_storage_from_file", "zip_writer_made_directly", "script_module_saved",
+          "fifo_made")
+READS = ("torch_save_into_a_buffer", "numpy_of_a_tensor", "numpy_through_the_base_class", "tolist_and_back",
+         "from_numpy_through_the_functions_class", "a_scale_read")
+
+
+def load():
+    import student
+
+    return student
+
+
+def call(fn):
+    return fn()
+
+
+kept = switches.take_away()
+taken, _ = guard.install(root, set(), {load.__code__, call.__code__}, kept)
+del kept
+sys.path.insert(0, str(root))
+student = load()
+found = {}
+for name in WRITES + READS:
+    try:
+        found[name] = "allowed: " + json.dumps(call(getattr(student, name)))
+    except PermissionError as error:
+        found[name] = "refused: " + str(error)
+records = taken()
+torch.save(torch.ones(2), root / "harness.pt")  # the harness may
+noted = {}
+for record in records:
+    if record.kind == guard.NOTED:
+        noted[record.what] = noted.get(record.what, 0) + record.count
+print(json.dumps({"found": found, "writes": WRITES, "noted": noted, "left": sorted(p.name for p in root.iterdir()),
+                  "refused": [f"{r.what} ({r.where})" for r in records if r.kind == guard.REFUSED]}))
+"""
+
+
+def test_files_written_from_cpp_and_host_reads_pass_the_guard(tmp_path: Path) -> None:
+    """torch.save's zip writer, torch.from_file(shared=True) (through torch, torch._C's function
+    class, and each storage class, StorageBase's own on a type Python calls immutable), TorchScript's
+    save and os.mkfifo write files from C++, with no `open` audit event: student code is refused
+    each, as any write, and nothing lands; a save into a Python buffer and the harness's own saves
+    still work. A tensor taken to numpy or Python, or a host array brought into torch (through the
+    immutable classes too), is noted with the values it moved, for the parent to count."""
+    result = _run(WRITERS_HARNESS, WRITERS, tmp_path, timeout=120)
+    found = result["found"]
+    for name in result["writes"]:
+        assert found[name].startswith("refused: the grader refuses writing the file"), f"{name}: {found[name]}"
+    assert found["torch_save_into_a_buffer"] == "allowed: true", found
+    assert sorted(result["left"]) == ["harness.pt", "inductor", "student.py"], result["left"]
+    written = [words for words in result["refused"] if words.startswith("writing the file")]
+    assert len(written) == len(result["writes"]), result["refused"]
+    assert all("student.py, line" in words for words in written), written
+    noted = result["noted"]
+    assert noted.get("torch._C.TensorBase.numpy") == 2000, noted  # x.numpy() and TensorBase.numpy(x)
+    assert noted.get("torch._C.TensorBase.tolist") == 1003, noted  # 1000 values, then 3
+    assert noted.get("torch.as_tensor") == 1000 and noted.get("torch.from_numpy") == 500, noted

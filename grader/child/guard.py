@@ -17,6 +17,17 @@ in between, is the student's. Sanctioned entries are code objects, compared by i
 no name can impersonate one. For what the keeper hands out (below), a library module's top-level
 code run by an import (one the student's code set off, say) speaks for the library.
 
+No frame is trusted for who called it. A C function has no frame: `functools.partial(exec, SRC)`
+handed to Triton as a heuristic, a grid or a hook runs inside Triton's launch, and the event it
+raises seems to come from the library frame that called it. So a library or harness frame speaks
+for an event only where its own code names a function that raises it (`_RAISED_BY`); code run by
+exec is the library's only where library code that names exec ran it, and never where its text is
+the student's (a file of the submission, or a name the student compiled under: Triton's
+interpreter execs the student's kernel); tampering no launch needs (gc's walks, other threads'
+frames, tracing, audit hooks, signals to other processes) is refused under a sanctioned entry
+whoever asked; and every callable a submission hands Triton is called through a frame of the
+guard's boundary (boundary.py), so that it is the student's wherever Triton calls it.
+
 What is refused splits in two. `tampering`: ctypes, gc's object walks, tracing and monitoring
 (an audit hook of the student's own among them: it would see every other event's arguments),
 other threads' frames, subprocesses, signals, native code loaded from outside the installation,
@@ -47,11 +58,12 @@ import sysconfig
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType, FunctionType, SimpleNamespace
+from types import CodeType, FunctionType, MappingProxyType, SimpleNamespace
 from typing import Callable
 
 TAMPERING = "tampering"
 REFUSED = "refused"
+NOTED = "noted"  # a gateway's use by student code, with what it moved (host_reads.py): no refusal
 FRAME = "a frame object (the grader's own frames are one step away from it)"
 KEPT_EVENT = "grader.kept"  # a gate asks the hook for the function it stands in for (switches.py)
 # Who asked for an event: student code, a sanctioned library entry acting on its own behalf, or
@@ -73,6 +85,25 @@ _TAMPER_EVENTS = frozenset({
     "sys.monitoring.register_callback", "sys.addaudithook", "subprocess.Popen", "os.system", "os.exec",
     "os.posix_spawn", "os.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "code.__new__", "function.__new__",
 })  # fmt: skip
+# Refused under a sanctioned entry whoever asked: no Triton launch needs them, and a callable the
+# student handed Triton may raise them there with no frame of its own.
+_NEVER_SANCTIONED = frozenset({
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions",
+    "sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
+    "sys.monitoring.register_callback", "sys.addaudithook", "os.kill", "os.killpg", "signal.pthread_kill",
+})  # fmt: skip
+# The names through which code raises each of these events (a call of `sys._getframe`, `os.kill`,
+# `exec`...): a library or harness frame whose own code names none of them did not raise the event
+# itself, but called something that did, a C function of the student's among the possibilities.
+_RAISED_BY = MappingProxyType({
+    "exec": ("exec", "eval"), "sys._getframe": ("_getframe",),
+    "gc.get_objects": ("get_objects",), "gc.get_referrers": ("get_referrers",), "gc.get_referents": ("get_referents",),
+    "sys._current_frames": ("_current_frames",), "sys._current_exceptions": ("_current_exceptions",),
+    "sys.settrace": ("settrace",), "sys.setprofile": ("setprofile",),
+    "sys._settraceallthreads": ("_settraceallthreads",), "sys._setprofileallthreads": ("_setprofileallthreads",),
+    "sys.monitoring.register_callback": ("register_callback",), "sys.addaudithook": ("addaudithook",),
+    "os.kill": ("kill",), "os.killpg": ("killpg",), "signal.pthread_kill": ("pthread_kill",),
+})  # fmt: skip
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 # The events the hook's own walk raises (taking the caller's frame, reading each frame's code):
 # while it walks, these alone pass unjudged.
@@ -89,9 +120,10 @@ _get_ident = threading.get_ident
 
 @dataclass
 class Refusal:
-    kind: str  # TAMPERING or REFUSED
-    what: str  # the event, in words
+    kind: str  # TAMPERING, REFUSED or NOTED
+    what: str  # the event, in words (NOTED: the gateway's name)
     where: str  # the student's file and line, where known
+    count: int = 0  # NOTED: the values the gateway moved
 
 
 def _new_state(student_root: Path, sanctioned: set, boundary: set, kept: dict | None) -> SimpleNamespace:
@@ -110,6 +142,7 @@ def _new_state(student_root: Path, sanctioned: set, boundary: set, kept: dict | 
         walking=threading.local(),  # .on: this thread's hook is walking its stack
         main=threading.main_thread().ident,
         library_codes={},  # code that library code compiled and ran (a Triton binder)
+        student_names=set(),  # file names student code compiled under: what runs under them is the student's
         imported={},  # library modules' top-level code, as the import system ran it (IMPORT)
         kept=kept,  # what switches.take_away took from student code, and its rule
     )
@@ -177,6 +210,22 @@ def _is_library(state: SimpleNamespace, filename) -> bool:
     return str.startswith(filename, state.trusted) and not str.startswith(filename, state.student_root)
 
 
+def _names_it(frame, names: tuple) -> bool:
+    """Whether the code of `frame` names one of `names` (a global, an attribute or a method it
+    calls): a frame that calls `sys._getframe` itself holds "_getframe" among its names."""
+    held = frame.f_code.co_names
+    return any(name in held for name in names)
+
+
+def _student_line(state: SimpleNamespace, frame) -> str:
+    """The innermost line of the student's own code outward from `frame`, or ""."""
+    while frame is not None:
+        if not _library_frame(state, frame.f_code):
+            return _line(frame)
+        frame = frame.f_back
+    return ""
+
+
 def _asker(state: SimpleNamespace, frame, imports: bool = False) -> tuple[str, str]:
     """Who asked for the event at `frame` (STUDENT, LIBRARY or HARNESS; with `imports`, IMPORT
     where a library module's top level comes first), and the student's innermost line where
@@ -186,7 +235,7 @@ def _asker(state: SimpleNamespace, frame, imports: bool = False) -> tuple[str, s
         if id(code) in state.sanctioned:
             return LIBRARY, ""
         if id(code) in state.boundary:
-            return STUDENT, ""
+            return STUDENT, _student_line(state, frame.f_back)
         if frame.f_back is None and _get_ident() == state.main:
             return HARNESS, ""  # the bottom of the main thread: the harness's boot code
         if not _library_frame(state, code):
@@ -210,11 +259,13 @@ def _run_by_the_import_system(runner) -> bool:
             and _text(loader.f_code.co_filename) == "<frozen importlib._bootstrap_external>")  # fmt: skip
 
 
-def _hands_out_a_frame(state: SimpleNamespace, accessor) -> bool:
-    """Whether the frame just taken reaches student code: taken by it, or by a library function
-    that returns frames (inspect.stack, traceback.walk_tb) to it."""
+def _hands_out_a_frame(state: SimpleNamespace, accessor, names: tuple) -> bool:
+    """Whether the frame just taken reaches student code: taken by it, by a callable of the
+    student's that the boundary called or that library code called without naming what takes
+    frames (a C function has no frame of its own), or by a library function that returns frames
+    (inspect.stack, traceback.walk_tb) to it."""
     filename = accessor.f_code.co_filename
-    if not _is_library(state, filename):
+    if not _is_library(state, filename) or id(accessor.f_code) in state.boundary or not _names_it(accessor, names):
         return True
     module = str.rpartition(_basename(_text(filename) or ""), ".")[0]
     if (module, _text(accessor.f_code.co_name)) not in _FRAME_LEAKERS:
@@ -223,8 +274,12 @@ def _hands_out_a_frame(state: SimpleNamespace, accessor) -> bool:
     return consumer is not None and not _is_library(state, consumer.f_code.co_filename)
 
 
-def _frame_receiver(state: SimpleNamespace, accessor) -> tuple[str, str]:
-    return (STUDENT if _hands_out_a_frame(state, accessor) else LIBRARY), _line(accessor)
+def _frame_receiver(state: SimpleNamespace, accessor, event: str, args: tuple) -> tuple[str, str]:
+    names = _RAISED_BY["sys._getframe"] if event == "sys._getframe" else (_text(args[1]),)
+    if not _hands_out_a_frame(state, accessor, names):
+        return LIBRARY, ""
+    return STUDENT, (_line(accessor) if not _is_library(state, accessor.f_code.co_filename)
+                     else _student_line(state, accessor))  # fmt: skip
 
 
 def _line(frame) -> str:
@@ -327,6 +382,8 @@ def _hand_out(state: SimpleNamespace, args: tuple) -> None:
     kept, found, what = state.kept, None, f"raising the grader's own audit event {KEPT_EVENT}"
     if genuine:
         found, what = kept["hand_out"](kept, args[0], args[1], False)
+        if args[0] in kept["noted"]:
+            _walked(state, _note, state, args, raiser.f_back)
     if found is None:
         who, where = _walked(state, _asker, state, raiser.f_back if genuine else raiser, genuine)
         if genuine and who in (HARNESS, IMPORT):
@@ -335,6 +392,43 @@ def _hand_out(state: SimpleNamespace, args: tuple) -> None:
             _refuse(state, TAMPERING, what, where)
     if found is not None:
         list.append(args[2], found)
+
+
+def _adopts(state: SimpleNamespace, code, raiser) -> bool:
+    """Whether code run by exec at `raiser` is the library's: library code that names exec ran it,
+    on no student's behalf, and its text is not the student's (a file of the submission, or a name
+    student code compiled under: Triton's interpreter execs a kernel compiled from the student's
+    file). Whatever else runs by exec is judged by its file name: the student's."""
+    filename = _text(code.co_filename) or ""
+    if str.startswith(filename, state.student_root) or filename in state.student_names:
+        return False
+    if id(raiser.f_code) in state.boundary or not _names_it(raiser, _RAISED_BY["exec"]):
+        return False
+    return _asker(state, raiser)[0] != STUDENT
+
+
+def _note_compile(state: SimpleNamespace, args: tuple, raiser) -> None:
+    """Remember the file name student code compiles under (a pseudo-name such as "<string>" too)."""
+    filename = _text(args[1]) if len(args) > 1 else None
+    if filename is not None and _asker(state, raiser)[0] == STUDENT:
+        set.add(state.student_names, filename)
+
+
+def _unvouched(state: SimpleNamespace, event: str, who: str, raiser) -> bool:
+    """Whether an event that library or harness code seems to have asked for is not its own: one
+    no launch needs, under a sanctioned entry, or one that the raising frame's code never names."""
+    if event in _NEVER_SANCTIONED and who == LIBRARY:
+        return True
+    names = _RAISED_BY.get(event)
+    return names is not None and (id(raiser.f_code) in state.boundary or not _names_it(raiser, names))
+
+
+def _note(state: SimpleNamespace, args: tuple, caller) -> None:
+    """A gateway's use (host_reads.py), noted with what it moves where student code asked."""
+    who, where = _asker(state, caller)
+    moved = state.kept["measure"](args[0], args[1]) if who == STUDENT else 0
+    if moved:
+        state.refusals.append((NOTED, args[0], where, moved))
 
 
 def _hook_for(state: SimpleNamespace) -> Callable[[str, tuple], None]:
@@ -347,20 +441,24 @@ def _hook_for(state: SimpleNamespace) -> Callable[[str, tuple], None]:
         if event == "exec":
             if args and type(args[0]) is CodeType and not _is_library(state, args[0].co_filename):
                 raiser = _walked(state, _getframe, 2)  # _walked, the hook, then the exec
-                if _walked(state, _asker, state, raiser)[0] != STUDENT:
+                if _walked(state, _adopts, state, args[0], raiser):
                     _adopt(state, args[0])
             elif args and type(args[0]) is CodeType:
                 if _walked(state, _run_by_the_import_system, _walked(state, _getframe, 2)):
                     state.imported[id(args[0])] = args[0]
             return  # a library module's own code (an import) is library code by its file name already
         verdict = _judge(state, event, args)
+        if event == "compile" and verdict is None:
+            _walked(state, _note_compile, state, args, _walked(state, _getframe, 2))
         if verdict is None:
             return
         raiser = _walked(state, _getframe, 2)  # the frame that raised the event
         if verdict[1] == FRAME:
-            who, where = _walked(state, _frame_receiver, state, raiser)
+            who, where = _walked(state, _frame_receiver, state, raiser, event, args)
         else:
             who, where = _walked(state, _asker, state, raiser)
+            if who != STUDENT and _walked(state, _unvouched, state, event, who, raiser):
+                who, where = STUDENT, _walked(state, _student_line, state, raiser)
         if who == STUDENT:
             _refuse(state, verdict[0], verdict[1], where)
 
@@ -389,26 +487,3 @@ def library_test(student_root: Path) -> Callable[[str], bool]:
     its guard switched off (messages.Job.unguarded, tests only)."""
     state = _new_state(Path(os.path.realpath(student_root)), set(), set(), None)
     return lambda filename: _is_library(state, filename)
-
-
-def sanctioned_entries() -> set:
-    """The library functions student code may call even though they do what the hook refuses:
-    launching a Triton kernel (compiling it, loading its launcher, calling the driver)."""
-    from triton.compiler.compiler import CompiledKernel
-    from triton.runtime import autotuner, jit
-
-    # CompiledKernel._init_handles loads a kernel compiled by `kernel.warmup(...)` (building its
-    # launcher in Triton's cache), which Triton's second tutorial calls itself.
-    entries = {jit.JITFunction.run, jit.KernelInterface.__getitem__, autotuner.Autotuner.run, autotuner.Heuristics.run,
-               CompiledKernel._init_handles}  # fmt: skip
-    codes = {getattr(f, "__code__", None) for f in entries}
-    for code in list(codes):  # the lambda that `kernel[grid]` returns lives among its function's constants
-        codes.update(c for c in getattr(code, "co_consts", ()) if hasattr(c, "co_filename"))
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-
-        codes.update({InterpretedFunction.run.__code__, InterpretedFunction.__call__.__code__})
-    except ImportError:
-        pass
-    codes.discard(None)
-    return codes

@@ -222,7 +222,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         # torch 2.11 (the GPU image) and 2.13 both have the opt-out, which saves 1 s of each child's
         # start on the CPU machine and 6.5 s on the H100's.
         import torch._dynamo  # noqa: F401
-    from grader.child import guard, hooks, submission, switches, worker
+    from grader.child import boundary, guard, hooks, submission, switches, worker
     from grader.child.launcher import CudaEntry
     from grader.child.snapshot import HarnessSnapshot
 
@@ -231,20 +231,25 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     # dies, and the parent says so). Student code may set no handler of its own (switches.py).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     root = Path(job.submission_dir)
-    wrappers = hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
+    hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
     if job.unguarded:  # tests only (messages.Job): student code in full control of this process
         changed = HarnessSnapshot.take().changed
         refusals, is_library = (lambda: []), guard.library_test(root)
     else:
+        # Every callable a submission hands Triton runs as its own code, every launch argument is
+        # plain data: nothing of the student's runs as Triton's under a sanctioned entry (boundary.py).
+        boundary.install()
         # The profiler's switches are taken away before student code runs: gates stand in for them,
         # and only the guard's hook, installed below, holds what they stand for.
         kept = switches.take_away()
         changed = HarnessSnapshot.take().changed  # the bound method: rebinding `changed` later silences nothing
-        sanctioned = guard.sanctioned_entries() | wrappers | {CudaEntry.__call__.__code__}
+        sanctioned = boundary.sanctioned_entries() | {CudaEntry.__call__.__code__}
         if job.device != "cuda":
             sanctioned |= interpreter.sanctioned_entries()  # kernel.warmup() compiles for the GPU, as on one
-        boundary = {worker.call.__code__, submission.run_module.__code__}
-        refusals, is_library = guard.install(root, sanctioned, boundary, kept)
+        # A wrapper is never an entry: one code object checks every launch (boundary.py), Heuristics.run's too.
+        assert boundary.WRAPPER_CODES.isdisjoint(sanctioned), "a wrapper of the grader's was sanctioned"
+        edges = {worker.call.__code__, submission.run_module.__code__, boundary.BOUNDARY}
+        refusals, is_library = guard.install(root, sanctioned, edges, kept)
         del kept
     writer.send(Hello("ready"))
     if job.gate_fd >= 0:

@@ -37,6 +37,11 @@ Three more ways around the guard are gates of the same kind, though they are not
   with the right sum. Student code may register for namespaces that no op held before it ran
   (its own custom ops), through libraries it made itself; torch's own libraries, and libraries
   for torch's namespaces, are the harness's.
+- a call's data moved between torch and the host (GATEWAY, host_reads.py): handed to anyone, and
+  noted by the hook, with what it moves, where student code asked.
+- writing a file from C++ (WRITER, writers.py): torch.save's zip writer, torch.from_file and the
+  like raise no `open` audit event; each gate raises one for its file first, which the guard judges
+  as any other write, and the rule then hands the writer to anyone.
 - making a module again (MAKER): `_imp.create_builtin` makes a fresh `_signal` or `_imp`, whose
   functions no gate stands for, and `_imp.create_dynamic` of an extension module of single-phase
   init (torch._C) writes that module's first namespace back into the live module, originals over
@@ -47,6 +52,7 @@ Three more ways around the guard are gates of the same kind, though they are not
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import re
 import sys
@@ -56,11 +62,13 @@ from types import FrameType, FunctionType, ModuleType, SimpleNamespace
 
 import torch
 
+from grader.child import host_reads, writers
 from grader.child.guard import KEPT_EVENT, realpath, sealed
 from grader.child.snapshot import resolve
 
 SWITCH, LIFECYCLE, DISPATCH, FACTORY = "switch", "lifecycle", "dispatch", "factory"
-HANDLER, MAKER, REGISTRAR, LIBRARY_FACTORY = "handler", "maker", "registrar", "library factory"
+HANDLER, MAKER, REGISTRAR, LIBRARY_FACTORY, WRITER = "handler", "maker", "registrar", "library factory", "writer"
+GATEWAY = "gateway"
 # Switches of RecordFunction and of the profiler's collection (and the execution-trace observer,
 # which writes its own file from C++, where the guard does not look), by owner. The CUDA
 # profiler's start and stop exist where torch is built with CUDA; no kernel needs them.
@@ -82,6 +90,9 @@ LIBRARY_FACTORY_GATES = {"torch._C": ("_dispatch_library",)}  # what torch.libra
 REGISTRAR_GATES = {"torch._C._DispatchModule": ("impl", "impl_t_t", "impl_with_aoti_compile", "def_", "def_legacy",
                                                 "def_name_t_t", "def_schema_t_t", "define", "fallback",
                                                 "fallback_fallthrough", "register_ad_inplace_or_view_fallback")}  # fmt: skip
+# Types that Python calls immutable and that hold what a gate stands for (as a staticmethod, say):
+# gc finds no type that owns a dict of theirs, so they are named.
+STATIC_TYPES = ("torch._C._VariableFunctionsClass", "torch._C.StorageBase", "torch._C.TensorBase")
 _Registrar = getattr(torch._C, "_DispatchModule", None)
 # Bound now, before student code could rebind them: how the rule reads which op a call is for.
 _dump = torch._C._dispatch_dump
@@ -154,7 +165,9 @@ def take_away() -> dict:
     the rule, and the holders it found but could not change (`left`: none on the torch we ship)."""
     taken = {}  # id of the original -> (the original, its gate, its kind, its name)
     groups = ((SWITCHES, SWITCH), (LIFECYCLE_GATES, LIFECYCLE), (DISPATCH_GATES, DISPATCH), (HANDLER_GATES, HANDLER),
-              (MAKER_GATES, MAKER), (LIBRARY_FACTORY_GATES, LIBRARY_FACTORY), (REGISTRAR_GATES, REGISTRAR))  # fmt: skip
+              (MAKER_GATES, MAKER), (LIBRARY_FACTORY_GATES, LIBRARY_FACTORY), (REGISTRAR_GATES, REGISTRAR),
+              (writers.WRITER_GATES, WRITER), (host_reads.GATEWAYS, GATEWAY))  # fmt: skip
+    makers = {MAKER: _maker_gate, WRITER: writers.gate}
     for group, kind in groups:
         for owner_path, names in group.items():
             owner = resolve(owner_path, strict=False)
@@ -162,7 +175,8 @@ def take_away() -> dict:
                 held = vars(owner).get(name) if owner is not None else None
                 if held is not None:  # None: not in this build of torch
                     shown = f"{owner_path}.{name}"
-                    taken[id(held)] = (held, (_maker_gate if kind == MAKER else _gate)(shown), kind, shown)
+                    gate = makers.get(kind, _gate)(shown)
+                    taken[id(held)] = (held, staticmethod(gate) if type(held) is staticmethod else gate, kind, shown)
     factory = torch._C._get_operation_overload
     taken[id(factory)] = (factory, _overload_factory, FACTORY, FACTORY_NAME)
     left = _replace_everywhere(taken)
@@ -170,11 +184,14 @@ def take_away() -> dict:
         if type(vars(overload).get("_op_dk")) is not FunctionType:
             overload._op_dk = _gate((overload._schema.name, overload._schema.overload_name))
     table = {shown: (kind, None if kind == SWITCH else held) for held, _, kind, shown in taken.values()}
-    gates = {id(c): c for c in (_gate("").__code__, _maker_gate("").__code__, _overload_factory.__code__)}
+    gates = {id(c): c for c in (_gate("").__code__, _maker_gate("").__code__, _overload_factory.__code__,
+                                writers.gate("").__code__)}  # fmt: skip
     kept = {"table": table, "gates": gates, "python_only": {}, "op_dk": {}, "left": left, **_loaded(),
             "namespaces": frozenset(str.partition(n, "::")[0] for n in torch._C._dispatch_get_all_op_names()),
             "made": {}}  # fmt: skip
     kept["hand_out"] = sealed(globals())["_hand_out"]
+    # The gateways' uses the hook notes where student code asked, and how it counts what they move.
+    kept["noted"], kept["measure"] = host_reads.names(), sealed(vars(host_reads))["measure"]
     return kept
 
 
@@ -201,7 +218,7 @@ def _overloads() -> list:
 def _class_namespaces(dicts: list) -> dict:
     """The class that owns each of `dicts` as its namespace, by the dict's id: the classes whose
     methods become gates first, then (one more walk of gc's objects) any other."""
-    known = [resolve(path, strict=False) for path in (*DISPATCH_GATES, *REGISTRAR_GATES)]
+    known = [resolve(path, strict=False) for path in (*DISPATCH_GATES, *REGISTRAR_GATES, *STATIC_TYPES)]
     owners = {id(gc.get_referents(vars(cls))[0]): cls for cls in known if cls is not None}
     modules = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, ModuleType)}
     unknown = [d for d in dicts if id(d) not in owners and id(d) not in modules]
@@ -211,10 +228,22 @@ def _class_namespaces(dicts: list) -> dict:
     return owners
 
 
-def _replace_everywhere(taken: dict) -> list[str]:
+def _set_on_type(cls: type, name: str, value) -> None:
+    """setattr, also on a type that Python calls immutable (torch._C.TensorBase, StorageBase and
+    _VariableFunctionsClass are): there the type's own namespace is written, and PyType_Modified
+    tells Python, as C code that writes a type's dict must (its caches of lookups are dropped)."""
+    try:
+        setattr(cls, name, value)
+    except TypeError:
+        gc.get_referents(vars(cls))[0][name] = value
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
+
+
+def _replace_everywhere(taken: dict, depth: int = 0) -> list[str]:
     """Put each gate where its original is held: a module's or an instance's namespace, a class's
-    (through setattr, which keeps the type's method cache right), a list, a set or a cell.
-    Returns the holders of any other kind, which still hold it."""
+    (through setattr, which keeps the type's method cache right), a list, a set or a cell; a tuple
+    in a list (torch.jit's (function, name) pairs) or a staticmethod in a class is made again with
+    the gate, in its place. Returns the holders of any other kind, which still hold it."""
     originals = tuple(entry[0] for entry in taken.values())
     mine = {id(taken), id(originals), *(id(entry) for entry in taken.values())}
     gate_for = {key: entry[1] for key, entry in taken.items()}
@@ -222,12 +251,14 @@ def _replace_everywhere(taken: dict) -> list[str]:
     classes = _class_namespaces([h for h in holders if isinstance(h, dict)])
     left = []
     for holder in holders:
-        if isinstance(holder, dict):
+        if depth and not (isinstance(holder, list) or id(holder) in classes):
+            left.append(holder)
+        elif isinstance(holder, dict):
             for key, value in list(holder.items()):
                 if id(value) not in gate_for:
                     continue
                 if id(holder) in classes:
-                    setattr(classes[id(holder)], key, gate_for[id(value)])
+                    _set_on_type(classes[id(holder)], key, gate_for[id(value)])
                 else:
                     holder[key] = gate_for[id(value)]
         elif isinstance(holder, list):
@@ -238,6 +269,12 @@ def _replace_everywhere(taken: dict) -> list[str]:
             holder.update(gate_for[id(v)] for v in found)
         elif type(holder).__name__ == "cell":
             holder.cell_contents = gate_for[id(holder.cell_contents)]
+        elif type(holder) in (tuple, staticmethod) and depth == 0:
+            # torch.jit's list of builtins holds (function, name) pairs; a class a staticmethod.
+            again = (tuple(gate_for.get(id(v), v) for v in holder) if type(holder) is tuple
+                     else staticmethod(gate_for[id(holder.__func__)]))  # fmt: skip
+            if _replace_everywhere({id(holder): (holder, again)}, depth + 1):  # held elsewhere too
+                left.append(f"a {type(holder).__name__}: {str(holder)[:120]}")
         else:
             left.append(f"a {type(holder).__name__}: {str(holder)[:120]}")
     return left
@@ -259,8 +296,8 @@ def _hand_out(kept: dict, name, args: tuple, harness: bool) -> tuple[object, str
         return _remade(kept, name, original, args)
     if kind == SWITCH:
         return None, f"{name} (a switch of the grader's profiler)"
-    if kind == FACTORY or harness:
-        return original, ""
+    if kind in (FACTORY, WRITER, GATEWAY) or harness:
+        return original, ""  # a writer's gate raised `open` for its file: the guard judged the write
     if kind == LIBRARY_FACTORY:
         return _library_for(kept, name, original, args)
     if kind == REGISTRAR:

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 import torch
 
 from grader import cases, poison
-from grader.child import dispatch_state, marks, timing
+from grader.child import dispatch_state, imported, marks, timing
 from grader.child.allocations import GuardedAllocations
 from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
@@ -50,21 +50,24 @@ TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources
 
 def call(fn: Callable, *args, **kwargs):
     """Where the harness hands control to student code; torch's dispatch state comes back as the
-    call found it, before the harness runs a torch op of its own (dispatch_state.py). Where the
-    witness records the process, the call is marked for it (marks.py): whatever the call starts
-    on the GPU, on any stream or thread, is seen as the call's."""
-    before = _check_clean(_HARNESS_MODES)
+    call found it (dispatch_state.py), and a thread the call left running is its failure
+    (imported.py). Where the witness records the process, the call is marked for it (marks.py):
+    whatever the call starts on the GPU, on any stream or thread, is seen as the call's."""
+    before, threads = _check_clean(_HARNESS_MODES), imported.running()
     try:
         with marks.current().window():
             return fn(*args, **kwargs)
     finally:
         _put_state_back(before)
+        imported.check_threads(threads)
 
 
 def classify(error: BaseException, root: Path) -> Failure:
     """A student's exception as a reason code and a message that says where it came from."""
     if isinstance(error, SubmissionError):
         return Failure(error.reason, error.message)
+    if isinstance(error, imported.LeftRunning):
+        return Failure("tampering", str(error))
     if isinstance(error, dispatch_state.LeftBehind):
         # Put back, the harness goes on; where it could not be, a fresh process takes the next task.
         return Failure("tampering", f"your call left torch's state changed, which the grader's own torch calls after "
@@ -111,6 +114,7 @@ class Worker:
         self.entries: dict[str, object] = {}
         self.patched_at_import: list[str] = []
         self.refused_at_import: list[str] = []  # tampering while a module loaded: every later task's
+        self.carried = imported.Carried()  # imports' work, threads left running, host reads (imported.py)
         self.copy_gbps = 0.0
         # Timed outputs kept on the GPU until every benchmark is timed: moving them to the parent
         # (hundreds of MB each) would take a second or more of a phase that holds the GPU alone.
@@ -121,21 +125,26 @@ class Worker:
     def entry(self, part: Part):
         """The student's function for a part, loaded once; a load failure is re-raised per task."""
         if part.name not in self.entries:
-            before = _take_state()
-            try:
-                with marks.current().window("import"):  # what the import runs on the GPU is judged too
-                    self.entries[part.name] = self.load_entry(part)
-            except SubmissionError as error:
-                self.entries[part.name] = error
-            try:
-                _put_state_back(before)
-            except dispatch_state.LeftBehind as left:
-                self.refused_at_import.append(f"torch's state changed while {part.file} was imported: {left}")
-                if not left.restored:
-                    raise
+            # Under a call's monitor: what the import runs is judged with every later task (imported.py),
+            # and what it runs on the GPU is marked for the witness as the import's.
+            with self.monitor() as monitor:
+                before, threads = _take_state(), imported.running()
+                try:
+                    with marks.current().window("import"):
+                        self.entries[part.name] = self.load_entry(part)
+                except SubmissionError as error:
+                    self.entries[part.name] = error
+                try:
+                    _put_state_back(before)
+                except dispatch_state.LeftBehind as left:
+                    self.refused_at_import.append(f"torch's state changed while {part.file} was imported: {left}")
+                    if not left.restored:
+                        raise
+                self.carried.threads += imported.left_running(threads)
             self.patched_at_import = self.patched_at_import or self.changed()
             # Taken now: an import that tampered runs no more, and each task that uses it says so.
             self.refused_at_import += self.tampering()
+            self.carried.imported(monitor.activity(), part.file)
         found = self.entries[part.name]
         if isinstance(found, SubmissionError):
             raise found
@@ -349,6 +358,7 @@ class Worker:
                     _put_state_back(clean)
             except BaseException as error:  # the student's exception, whatever it is, is this task's verdict
                 outcome, activity = classify(error, self.root), Activity()
+                self.carried.failed(error)
             account = activity if activity is not None else getattr(outcome, "activity", Activity())
             self.account(account)
             account.windows = self.marks.take()
@@ -365,15 +375,18 @@ class Worker:
         self.send(Finished(reserved))
 
     def tampering(self) -> list[str]:
-        """What the guard refused as tampering since the last look, with the student's line."""
-        return [f"{r.what}" + (f" ({r.where})" if r.where else "") for r in self.refusals() if r.kind == TAMPERING]
+        """What the guard refused as tampering since the last look, with the student's line (the
+        gateways' uses it noted are kept for the task's account: imported.Carried)."""
+        found = self.carried.noted(self.refusals())
+        return [f"{r.what}" + (f" ({r.where})" if r.where else "") for r in found if r.kind == TAMPERING]
 
     def account(self, activity: Activity) -> None:
         """What the guard refused and which harness objects were rebound, looked at after every
-        task: at import, during a call or while timing."""
+        task: at import, during a call or while timing; and what every task carries."""
         activity.refused += self.refused_at_import + self.tampering()
         activity.patched = self.changed()
         activity.patched_at_import = bool(self.patched_at_import)
+        self.carried.add_to(activity)
 
 
 def _differs(first: object, again: object) -> int:
