@@ -12,7 +12,7 @@ import pytest
 
 from conftest import grade, known_wrong, requires_gpu
 from test_reference_submissions import bonus
-from test_wrong_submissions import assert_diagnoses, expectations, in_scope
+from test_wrong_submissions import assert_diagnoses, assert_passes, expectations, in_scope
 from grader.results import write_json
 from grader.spec import assignment_names, load_assignments
 
@@ -62,5 +62,7 @@ def test_bug_earns_its_reason_on_the_gpu(folder, expect, tmp_path):
     assert failed, f"{folder.name} passed every case on the GPU"
     wrong_reason = {t.name: f"{t.reason}: {t.output[:300]}" for t in failed if t.reason != reason}
     assert not wrong_reason, f"expected {reason}, got {wrong_reason}"
+    graded = [t for t in in_scope(result, expect) if t.kind == "correctness" and t.graded]
+    assert_passes(graded, expect.get("passes", []), every=False)
     assert_diagnoses([t for t in failed if t.kind == "correctness"], expect.get("gpu_diagnosis", expect.get("diagnosis")),
                      tuple(expect.get("gpu_may_diagnose", ())))  # fmt: skip

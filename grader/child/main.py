@@ -255,18 +255,24 @@ def _target_recorder(device: str):
 
 
 def _target_reports(device: str):
-    """On the CPU tier, the GPU's verdict on each kernel launched since the last call, and how each
-    loads its tiles, as messages. (On the GPU tier the launch hook reads the loads: hooks.py.)"""
+    """On the CPU tier, the GPU's verdict on each kernel a task launched, and how each loads its
+    tiles, as messages. (On the GPU tier the launch hook reads the loads: hooks.py.)"""
     if device == "cuda":
         return None
     from grader.child import gpu_target
     from grader.messages import KernelLoads, TargetReport
 
-    def reports() -> tuple[list[TargetReport], list[KernelLoads]]:
-        compiled = gpu_target.compile_all()
-        targets = [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit, r.tf32_dots,
-                                r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator, r.skippable)
-                   for r in compiled]  # fmt: skip
-        return targets, [r.loads for r in compiled if r.loads is not None]
+    class TargetReports:
+        def begin(self) -> None:
+            """A task begins: launches an earlier task left unreported (its call raised) are not its."""
+            gpu_target.forget_launches()
 
-    return reports
+        def __call__(self) -> tuple[list[TargetReport], list[KernelLoads]]:
+            """Every kernel launched since the task began (or since the last look)."""
+            compiled = gpu_target.compile_all()
+            targets = [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit,
+                                    r.tf32_dots, r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator,
+                                    r.skippable) for r in compiled]  # fmt: skip
+            return targets, [r.loads for r in compiled if r.loads is not None]
+
+    return TargetReports()
