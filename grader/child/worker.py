@@ -213,7 +213,7 @@ class Worker:
             self.targets.begin()
         part = self.part(task)
         entry = self.entry(part)
-        inputs = cases.make_inputs(self.assignment, part, part.cases[task.index], task.seed, self.device)
+        inputs = cases.case_inputs(self.assignment, part, part.cases[task.index], task.seed, self.device)
         guarded = {name: poison.guarded_copy(t) for name, t in cases.tensors(inputs).items()}
         given = {**inputs, **{name: g.tensor for name, g in guarded.items()}}
         started = _perf_counter()
@@ -249,7 +249,7 @@ class Worker:
         ones: an output cached by shape or by `data_ptr()` comes back stale, and an output that
         reuses the memory of the first one shows as such."""
         seed = task.seed + FOLLOWUP_SEED_OFFSET
-        fresh = cases.make_inputs(self.assignment, part, part.cases[task.index], seed, self.device)
+        fresh = cases.case_inputs(self.assignment, part, part.cases[task.index], seed, self.device)
         before = first.detach().clone()  # the first output as returned, whatever the second call does to it
         for name, tensor in cases.tensors(given).items():
             tensor.copy_(fresh[name])
