@@ -43,6 +43,10 @@ class Settings:
     cache: Path | None = None  # where compiled kernels outlive a grading (compile_cache.py); None: they do not
     owner: str = ""  # whose files these are (a student's name, or the folder): the cache's first key
     parallel: int = 1  # on a GPU, how many assignments may be graded at once (overlap.py)
+    # Which correctness tasks the child runs, in which order; None: every case of the tier, parts
+    # in order, cases as assignment.toml lists them. A case keeps its index and seed whatever the
+    # order, so no verdict may change with it (tools/case_isolation.py, test_case_isolation.py).
+    arrange: Callable[[list[Task]], list[Task]] | None = None
 
 
 class _Budget:
@@ -272,6 +276,7 @@ class AssignmentGrading:
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
+        tasks = self.settings.arrange(tasks) if self.settings.arrange else tasks
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
         # (a child would say the same after a second of importing torch).
