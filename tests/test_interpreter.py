@@ -268,3 +268,19 @@ def test_the_comparison_is_not_the_students_torch_work(forks):
     """, forks)  # fmt: skip
     # The launcher's own torch.full (a pass over memory), and views at most: no copy, no compute.
     assert result["touching"] == ["aten::full"], result["ops"]
+
+
+def test_a_jit_function_called_from_host_code_fails_as_on_the_gpu(forks):
+    """On the GPU `tl.cdiv(n, 64)` in a launcher raises (a JITFunction may only be called from a
+    kernel); the interpreter's own function would answer. Inside a kernel it still runs."""
+    result = run_child("""
+        import triton.language as tl
+        matmul = load("autotuned_matmul")
+        a, b = torch.randn(50, 96), torch.randn(96, 70)
+        on_host = error_of(lambda: tl.cdiv(1000, 64))
+        in_kernel = error_of(lambda: matmul.matmul(a, b))  # its kernel calls a @jit helper, and tl.cdiv
+        print(json.dumps({"on_host": on_host, "in_kernel": in_kernel, "again": error_of(lambda: tl.cdiv(7, 2))}))
+    """, forks)  # fmt: skip
+    assert result["on_host"] == "RuntimeError: Cannot call @triton.jit'd outside of the scope of a kernel"
+    assert result["in_kernel"] == ""
+    assert result["again"] == result["on_host"], "leaving a kernel (here the launch) ends the permission"

@@ -18,6 +18,7 @@ Call `install()` in the child before student code is imported.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
 
 import numpy as np
@@ -46,6 +47,7 @@ def install(target: Target = TARGET) -> None:
     _patch_testing()
     _patch_autotuner(Autotuner)
     _patch_warmup()
+    _refuse_host_calls()
 
 
 def _skip_dead_overflow_checks() -> None:
@@ -375,6 +377,38 @@ def _disagreement(tuner, first, other, name: str, difference: str) -> str:
         "argument (atomics, +=), name it in reset_to_zero= (or restore_value=), so that every config "
         "starts from the same values."
     )
+
+
+# --- A @triton.jit function called outside a kernel fails, as on the GPU ---------------------------
+
+
+_in_kernel = contextvars.ContextVar("in_kernel", default=False)
+
+
+def _refuse_host_calls() -> None:
+    """On the GPU, calling a @triton.jit function from host code raises ("Cannot call @triton.jit'd
+    outside of the scope of a kernel"): `T_q = tl.cdiv(N, 64)` in a launcher (a public CS336
+    FlashAttention does it) fails every call there. The interpreter's functions are plain Python
+    and answered: the CPU tier graded what the GPU refuses. Now only a kernel running in the
+    interpreter may call one (a kernel's helpers, tl.cdiv inside a kernel)."""
+    from triton.runtime.interpreter import GridExecutor, InterpretedFunction
+
+    run_grid, call = GridExecutor.__call__, InterpretedFunction.__call__
+
+    def run_in_kernel(self, *args, **kwargs):
+        token = _in_kernel.set(True)
+        try:
+            return run_grid(self, *args, **kwargs)
+        finally:
+            _in_kernel.reset(token)
+
+    def call_in_kernel_only(self, *args, **kwargs):
+        if not _in_kernel.get():
+            raise RuntimeError("Cannot call @triton.jit'd outside of the scope of a kernel")
+        return call(self, *args, **kwargs)
+
+    GridExecutor.__call__ = run_in_kernel
+    InterpretedFunction.__call__ = call_in_kernel_only
 
 
 # --- kernel.warmup(...): compiled for the target, as on the GPU --------------------------------------
