@@ -57,12 +57,13 @@ def target(argument: str) -> Target:
     return Target(argument, Path(folder), assignment, parts[0].split(",") if parts else [])
 
 
-def verdicts(subject: Target, cache: Path, arrange: Callable[[list[Task]], list[Task]] | None = None) -> dict[str, str]:
+def verdicts(subject: Target, cache: Path, arrange: Callable[[list[Task]], list[Task]] | None = None,
+             timeout_s: float | None = None) -> dict[str, str]:
     """`part: case label` -> the reason of each correctness case graded, arranged by `arrange`."""
     [assignment] = load_assignments([subject.assignment])
     if subject.parts:
         assignment = dataclasses.replace(assignment, parts=tuple(p for p in assignment.parts if p.name in subject.parts))
-    settings = Settings(device="cpu", cache=cache, arrange=arrange)
+    settings = Settings(device="cpu", cache=cache, arrange=arrange, timeout_s=timeout_s)
     grade = grade_submission(subject.folder, [assignment], settings)
     return {f"{t.part}: {t.name.split(': ', 1)[1]}": t.reason for t in grade.tests if t.kind == "correctness"}
 
@@ -82,19 +83,19 @@ def case_ids(subject: Target) -> list[str]:
             if not part.is_cuda for index, case in enumerate(part.cases) if case.runs_on("cpu")]  # fmt: skip
 
 
-def graded(subject: Target, orders: list[str], cache: Path) -> dict[str, dict[str, str]]:
+def graded(subject: Target, orders: list[str], cache: Path, timeout_s: float | None = None) -> dict[str, dict[str, str]]:
     """Each order's verdicts, by case."""
     found = {}
     for order in orders:
         started = time.monotonic()
         if order == "written":
-            found[order] = verdicts(subject, cache)
+            found[order] = verdicts(subject, cache, timeout_s=timeout_s)
         elif order == "reversed":
-            found[order] = verdicts(subject, cache, reversed_order)
+            found[order] = verdicts(subject, cache, reversed_order, timeout_s)
         else:
             found[order] = {}
             for task_id in case_ids(subject):
-                found[order].update(verdicts(subject, cache, only(task_id)))
+                found[order].update(verdicts(subject, cache, only(task_id), timeout_s))
         print(f"  {order}: {len(found[order])} cases in {time.monotonic() - started:.0f} s", flush=True)
     return found
 
@@ -113,6 +114,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("subjects", nargs="*", help="corpus entries, or FOLDER:ASSIGNMENT[:PART,...]")
     parser.add_argument("--orders", default=",".join(ORDERS), help=f"a comma-separated subset of {ORDERS}")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds a grading's child may run, instead of the assignment's cpu_timeout_s "
+                             "(a machine busy with other work makes a timeout that says nothing of the order)")
     args = parser.parse_args()
     orders = args.orders.split(",")
     unknown = set(orders) - set(ORDERS)
@@ -124,7 +128,7 @@ def main() -> int:
         subject = target(argument)
         print(subject.name, flush=True)
         with tempfile.TemporaryDirectory(prefix="case-isolation-") as cache:
-            lines = differences(graded(subject, orders, Path(cache)))
+            lines = differences(graded(subject, orders, Path(cache), args.timeout))
         print("\n".join(lines) if lines else "  the same verdict in every order", flush=True)
         failed += bool(lines)
     print(f"{len(subjects) - failed} of {len(subjects)} give each case one verdict whatever the order")
