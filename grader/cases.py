@@ -56,8 +56,8 @@ def case_inputs(assignment: Assignment, part: Part, case: Case, seed: int, devic
     """A correctness case's inputs on `device`. A case that both tiers grade draws them from the
     CPU's generator, and the GPU tier copies them over: both tiers then judge the very same numbers.
     Drawn on each device, they differed (CUDA's generator is not the CPU's), and a bug that only
-    some draws show got two verdicts: a FlashAttention kernel that counts the zero-padded keys past
-    N in its softmax is right for one query whose score is loud (its weight beside 127 padded keys
+    some draws show got two verdicts: a FlashAttention kernel that weighs the zero-padded keys past
+    N like real ones is right for one query whose score is loud (its weight beside 127 padded keys
     of score 0: 1 - 1e-10), and wrong everywhere for a query whose score is -10; the CPU tier drew
     the second, the GPU happened not to (issue 45). A case of one tier draws where it runs, as do
     benchmarks (`make_inputs`), whose inputs are large."""
