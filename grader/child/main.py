@@ -262,17 +262,23 @@ def _target_reports(device: str):
     from grader.child import gpu_target
     from grader.messages import KernelLoads, TargetReport
 
-    class TargetReports:
-        def begin(self) -> None:
-            """A task begins: launches an earlier task left unreported (its call raised) are not its."""
-            gpu_target.forget_launches()
+    def reports() -> tuple[list[TargetReport], list[KernelLoads]]:
+        compiled = gpu_target.compile_all()
+        targets = [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit, r.tf32_dots,
+                                r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator, r.skippable)
+                   for r in compiled]  # fmt: skip
+        return targets, [r.loads for r in compiled if r.loads is not None]
 
-        def __call__(self) -> tuple[list[TargetReport], list[KernelLoads]]:
-            """Every kernel launched since the task began (or since the last look)."""
-            compiled = gpu_target.compile_all()
-            targets = [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit,
-                                    r.tf32_dots, r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator,
-                                    r.skippable) for r in compiled]  # fmt: skip
-            return targets, [r.loads for r in compiled if r.loads is not None]
+    return _TaskTargets(gpu_target.forget_launches, reports)
 
-    return TargetReports()
+
+class _TaskTargets:
+    """A task's kernels as the GPU would compile them: `begin()` as the task starts (launches an
+    earlier task left unreported, its call having raised, are not its own), then called once the
+    task's calls are done, for every kernel they launched."""
+
+    def __init__(self, begin, reports):
+        self.begin, self._reports = begin, reports
+
+    def __call__(self):
+        return self._reports()
