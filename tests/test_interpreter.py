@@ -284,3 +284,21 @@ def test_a_jit_function_called_from_host_code_fails_as_on_the_gpu(forks):
     assert result["on_host"] == "RuntimeError: Cannot call @triton.jit'd outside of the scope of a kernel"
     assert result["in_kernel"] == ""
     assert result["again"] == result["on_host"], "leaving a kernel (here the launch) ends the permission"
+
+
+def test_each_task_compares_the_configs_whatever_an_earlier_one_tuned(forks):
+    """Triton keeps an autotuner's pick per key for the process. A key that leaves out the columns
+    lets a case whose configs agree (128 columns) hide the disagreement of a later one (100): the
+    CPU tier forgets the picks as each task begins (interpreter.forget_tunings), so the later case
+    is checked as it would be alone."""
+    result = run_child("""
+        summing = load("autotuned_row_sum")
+        agree, disagree = torch.rand(4, 128), torch.rand(4, 100)
+        first = error_of(lambda: summing.row_sum(agree))
+        hidden = error_of(lambda: summing.row_sum(disagree))  # the same key: the pick, unchecked
+        interpreter.forget_tunings()
+        found = error_of(lambda: summing.row_sum(disagree))
+        print(json.dumps({"first": first, "hidden": hidden, "found": found}))
+    """, forks)  # fmt: skip
+    assert result["first"] == "" and result["hidden"] == ""
+    assert result["found"].startswith("ConfigsDisagree: "), result["found"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -223,6 +224,7 @@ def _patch_autotuner(Autotuner) -> None:
         return timing
 
     def run_trials(self, *args, **kwargs):
+        _tuners.add(self)
         self._cpu_tier_trials = _Trials()
         tuned = gpu_target.autotuning() if len(self.configs) > 1 else contextlib.nullcontext()
         try:
@@ -235,6 +237,20 @@ def _patch_autotuner(Autotuner) -> None:
     Autotuner.do_bench = property(lambda self: _run_once)
     Autotuner._bench = bench_and_compare
     Autotuner.run = run_trials
+
+
+_tuners: weakref.WeakSet = weakref.WeakSet()  # every autotuner that has run in this process
+
+
+def forget_tunings() -> None:
+    """A task begins: every autotuner forgets the keys it has tuned, so that the task's first call
+    of each runs and compares every config. Triton keeps a key's pick for the process, and on the
+    GPU a later case with that key runs the pick unchecked, as here; but here the pick is always the
+    first config, and the check is what finds a config that is wrong: a key that leaves out the
+    sequence length (a public CS336 FlashAttention's ["D_MODEL", "IS_CAUSAL"]) had its configs
+    compared on whichever case came first, and the others' verdicts changed with the order."""
+    for tuner in list(_tuners):
+        tuner.cache.clear()
 
 
 class _Trials:

@@ -259,7 +259,7 @@ def _target_reports(device: str):
     tiles, as messages. (On the GPU tier the launch hook reads the loads: hooks.py.)"""
     if device == "cuda":
         return None
-    from grader.child import gpu_target
+    from grader.child import gpu_target, interpreter
     from grader.messages import KernelLoads, TargetReport
 
     def reports() -> tuple[list[TargetReport], list[KernelLoads]]:
@@ -269,13 +269,17 @@ def _target_reports(device: str):
                    for r in compiled]  # fmt: skip
         return targets, [r.loads for r in compiled if r.loads is not None]
 
-    return _TaskTargets(gpu_target.forget_launches, reports)
+    def begin() -> None:
+        gpu_target.forget_launches()  # an earlier task's, left unreported when its call raised
+        interpreter.forget_tunings()  # each task's autotuners compare their configs afresh
+
+    return _TaskTargets(begin, reports)
 
 
 class _TaskTargets:
-    """A task's kernels as the GPU would compile them: `begin()` as the task starts (launches an
-    earlier task left unreported, its call having raised, are not its own), then called once the
-    task's calls are done, for every kernel they launched."""
+    """A task's kernels as the GPU would compile them: `begin()` as the task starts, so that
+    nothing an earlier task left in the process decides its verdict, then called once the task's
+    calls are done, for every kernel they launched."""
 
     def __init__(self, begin, reports):
         self.begin, self._reports = begin, reports
