@@ -77,10 +77,13 @@ def only(task_id: str) -> Callable[[list[Task]], list[Task]]:
 
 
 def case_ids(subject: Target) -> list[str]:
-    """The ids of the correctness tasks a CPU-tier grading runs (as grading.Grading.case_tasks names them)."""
+    """The ids of the correctness tasks a CPU-tier grading runs (as grading.Grading.case_tasks names
+    them): each case of the tier, and for a CUDA C part its one probe call."""
     [assignment] = load_assignments([subject.assignment])
-    return [f"{part.name}:case:{index}" for part in assignment.parts if not subject.parts or part.name in subject.parts
-            if not part.is_cuda for index, case in enumerate(part.cases) if case.runs_on("cpu")]  # fmt: skip
+    parts = [part for part in assignment.parts if not subject.parts or part.name in subject.parts]
+    return [task_id for part in parts for task_id in (
+        [f"{part.name}:probe:0"] if part.is_cuda else
+        [f"{part.name}:case:{index}" for index, case in enumerate(part.cases) if case.runs_on("cpu")])]  # fmt: skip
 
 
 def graded(subject: Target, orders: list[str], cache: Path, timeout_s: float | None = None) -> dict[str, dict[str, str]]:
