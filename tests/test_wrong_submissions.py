@@ -4,7 +4,8 @@ Each folder under tests/submissions/<assignment>/<bug>/ is a submission tree plu
 expect.toml naming the reason the bug must earn, or an expect.toml alone whose `edits` turn the
 solution into the bug (conftest.known_wrong), and optionally `timeout_s` (a shorter limit),
 `gpu_reason` (where the GPU tier names it differently), `tier = "gpu"` (a bug only a GPU shows:
-slow or timing-hostile code), `parts` (the parts the bug is in, when the submission holds only
+slow or timing-hostile code) or `tier = "cpu"` (a bug only in cases the CPU tier alone grades: on
+the GPU every case must pass), `parts` (the parts the bug is in, when the submission holds only
 their files, or is only about them; the other parts are then not graded), `output` (what the
 first failing case's message must say: regular expressions) and `passes` (cases the bug leaves
 right, as "part: label": they must pass, though a failing case was graded before them in the same
