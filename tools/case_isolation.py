@@ -98,7 +98,9 @@ def graded(subject: Target, orders: list[str], cache: Path, timeout_s: float | N
         else:
             found[order] = {}
             for task_id in case_ids(subject):
-                found[order].update(verdicts(subject, cache, only(task_id), timeout_s))
+                # Only the task's part: a part none of whose tasks ran would have no verdicts to give.
+                alone = dataclasses.replace(subject, parts=[task_id.split(":", 1)[0]])
+                found[order].update(verdicts(alone, cache, only(task_id), timeout_s))
         print(f"  {order}: {len(found[order])} cases in {time.monotonic() - started:.0f} s", flush=True)
     return found
 
