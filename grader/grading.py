@@ -48,6 +48,10 @@ class Settings:
     unguarded: bool = False  # tests only: children run without their guard (messages.Job.unguarded)
     # The grader's witness of the GPU (grader/witness/): opt-in while its timings are not the grade's.
     witness: bool = dataclasses.field(default_factory=witness_build.enabled)
+    # Which correctness tasks the child runs, in which order; None: every case of the tier, parts
+    # in order, cases as assignment.toml lists them. A case keeps its index and seed whatever the
+    # order, so no verdict may change with it (tools/case_isolation.py, test_case_isolation.py).
+    arrange: Callable[[list[Task]], list[Task]] | None = None
 
 
 class _Budget:
@@ -295,6 +299,7 @@ class AssignmentGrading:
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
         tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
+        tasks = self.settings.arrange(tasks) if self.settings.arrange else tasks
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
         # (a child would say the same after a second of importing torch).

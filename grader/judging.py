@@ -92,7 +92,7 @@ def aliasing(observed: Observation) -> Verdict | None:
 
 def _numerics(assignment: Assignment, part: Part, case: Case, seed: int, observation: Observation,
               outputs: dict, device: str) -> tuple[Verdict, dict, torch.Tensor]:  # fmt: skip
-    inputs = cases.make_inputs(assignment, part, case, seed, device)
+    inputs = cases.case_inputs(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
     out, tolerance = load_output(observation, outputs, device), part.tolerance_for(case.dtype)
     verdict = numerics.judge(out, reference, cases.DTYPES[case.dtype], tolerance, observation.modified_inputs,

@@ -59,13 +59,15 @@ requires_gpu = pytest.mark.skipif(
 
 
 def grade(submission: Path, assignments: list[str], device: str = "cpu", timeout_s: float | None = None,
-          parts: list[str] | None = None, sandbox: bool = True, cache: Path | None = None):  # fmt: skip
+          parts: list[str] | None = None, sandbox: bool = True, cache: Path | None = None,
+          arrange=None):  # fmt: skip
     """Grade `submission` (a folder laid out like starter/) and return the Grade. `parts`, where
     given, grades only the parts of those names (the ones a known-wrong submission is about);
     `sandbox=False` grades as a machine that refuses namespaces would; `cache`, where given, is
     the root of the compile cache the grading keeps its kernels in (compile_cache.py; the owner
-    is the submission's path), else they go with its work folder."""
-    settings = Settings(device=device, timeout_s=timeout_s, sandbox=sandbox, cache=cache)
+    is the submission's path), else they go with its work folder; `arrange` picks and orders the
+    correctness tasks the child runs (grading.Settings.arrange)."""
+    settings = Settings(device=device, timeout_s=timeout_s, sandbox=sandbox, cache=cache, arrange=arrange)
     chosen = load_assignments(assignments)
     if parts:
         chosen = [dataclasses.replace(a, parts=tuple(p for p in a.parts if p.name in parts)) for a in chosen]

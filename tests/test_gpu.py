@@ -12,7 +12,7 @@ import pytest
 
 from conftest import grade, known_wrong, requires_gpu
 from test_reference_submissions import bonus
-from test_wrong_submissions import assert_diagnoses, expectations, in_scope
+from test_wrong_submissions import assert_diagnoses, assert_passes, expectations, in_scope
 from grader.results import write_json
 from grader.spec import assignment_names, load_assignments
 
@@ -59,8 +59,14 @@ def test_bug_earns_its_reason_on_the_gpu(folder, expect, tmp_path):
     result = grade(known_wrong(folder, tmp_path), [folder.parent.name], device="cuda",
                    timeout_s=expect.get("gpu_timeout_s", expect.get("timeout_s")), parts=expect.get("parts"))  # fmt: skip
     failed = [t for t in in_scope(result, expect) if t.kind in ("correctness", "performance") and not t.passed]
+    if expect.get("tier") == "cpu":  # the bug is in cases only the CPU tier grades: the GPU's are right
+        wrong = {t.name: f"{t.reason}: {t.output[:300]}" for t in failed if t.kind == "correctness"}
+        assert not wrong, f"{folder.name} is wrong only in CPU-tier cases, yet the GPU failed {wrong}"
+        return
     assert failed, f"{folder.name} passed every case on the GPU"
     wrong_reason = {t.name: f"{t.reason}: {t.output[:300]}" for t in failed if t.reason != reason}
     assert not wrong_reason, f"expected {reason}, got {wrong_reason}"
+    graded = [t for t in in_scope(result, expect) if t.kind == "correctness" and t.graded]
+    assert_passes(graded, expect.get("passes", []), every=False)
     assert_diagnoses([t for t in failed if t.kind == "correctness"], expect.get("gpu_diagnosis", expect.get("diagnosis")),
                      tuple(expect.get("gpu_may_diagnose", ())))  # fmt: skip

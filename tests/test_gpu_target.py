@@ -194,6 +194,29 @@ def test_autotuned_launches_are_marked(forks):
     assert [(r["num_warps"], r["num_stages"]) for r in result] == [(4, 3), (4, 2), (8, 3)]
 
 
+def test_reports_answer_for_their_own_launches_only(forks):
+    """What one task launched never shows in another's reports (issue 45): launches forgotten as a
+    task begins are not reported, and whether a kernel was only autotuned is said of the launches
+    since the last look, not of every launch the process has made."""
+    result = run_child("""
+        matmul = load("autotuned_matmul")
+        a, b = torch.randn(50, 96), torch.randn(96, 70)
+        c = torch.empty(50, 70)
+        config = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=3)
+        grid = (2, 3)
+        matmul.matmul_kernel.fn[grid](a, b, c, 50, 70, 96, **config)  # config 0, launched by hand
+        by_hand = reports()
+        matmul.matmul_kernel.fn[grid](a, b, c, 50, 70, 96, **config)  # a task whose call raised after it
+        gpu_target.forget_launches()
+        matmul.matmul(a, b)  # the next task: every config, by the autotuner alone
+        print(json.dumps({"by_hand": by_hand, "tuned": reports()}))
+    """, forks)  # fmt: skip
+    [by_hand] = result["by_hand"]
+    assert not by_hand["autotuned"]
+    assert [r["constexprs"]["BLOCK_K"] for r in result["tuned"]] == ["32", "32", "64"]
+    assert all(r["autotuned"] for r in result["tuned"]), "config 0 was launched by hand only in an earlier task"
+
+
 def test_in_kernel_descriptors_need_an_allocator(forks):
     """Only the GPU needs triton.set_allocator (for the descriptors' scratch memory)."""
     result = run_child("""

@@ -268,3 +268,37 @@ def test_the_comparison_is_not_the_students_torch_work(forks):
     """, forks)  # fmt: skip
     # The launcher's own torch.full (a pass over memory), and views at most: no copy, no compute.
     assert result["touching"] == ["aten::full"], result["ops"]
+
+
+def test_a_jit_function_called_from_host_code_fails_as_on_the_gpu(forks):
+    """On the GPU `tl.cdiv(n, 64)` in a launcher raises (a JITFunction may only be called from a
+    kernel); the interpreter's own function would answer. Inside a kernel it still runs."""
+    result = run_child("""
+        import triton.language as tl
+        matmul = load("autotuned_matmul")
+        a, b = torch.randn(50, 96), torch.randn(96, 70)
+        on_host = error_of(lambda: tl.cdiv(1000, 64))
+        in_kernel = error_of(lambda: matmul.matmul(a, b))  # its kernel calls a @jit helper, and tl.cdiv
+        print(json.dumps({"on_host": on_host, "in_kernel": in_kernel, "again": error_of(lambda: tl.cdiv(7, 2))}))
+    """, forks)  # fmt: skip
+    assert result["on_host"] == "RuntimeError: Cannot call @triton.jit'd outside of the scope of a kernel"
+    assert result["in_kernel"] == ""
+    assert result["again"] == result["on_host"], "leaving a kernel (here the launch) ends the permission"
+
+
+def test_each_task_compares_the_configs_whatever_an_earlier_one_tuned(forks):
+    """Triton keeps an autotuner's pick per key for the process. A key that leaves out the columns
+    lets a case whose configs agree (128 columns) hide the disagreement of a later one (100): the
+    CPU tier forgets the picks as each task begins (interpreter.forget_tunings), so the later case
+    is checked as it would be alone."""
+    result = run_child("""
+        summing = load("autotuned_row_sum")
+        agree, disagree = torch.rand(4, 128), torch.rand(4, 100)
+        first = error_of(lambda: summing.row_sum(agree))
+        hidden = error_of(lambda: summing.row_sum(disagree))  # the same key: the pick, unchecked
+        interpreter.forget_tunings()
+        found = error_of(lambda: summing.row_sum(disagree))
+        print(json.dumps({"first": first, "hidden": hidden, "found": found}))
+    """, forks)  # fmt: skip
+    assert result["first"] == "" and result["hidden"] == ""
+    assert result["found"].startswith("ConfigsDisagree: "), result["found"]

@@ -57,7 +57,7 @@ def _fakes(inputs: dict, reference: torch.Tensor, dtype: torch.dtype) -> dict:
 @pytest.mark.parametrize("assignment, part, case, device", _all_cases())
 def test_case_rejects_lazy_and_lossy_answers(assignment, part, case, device):
     seed = cases.seed_for(assignment, part, "case", 0)
-    inputs = cases.make_inputs(assignment, part, case, seed, device)
+    inputs = cases.case_inputs(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
     dtype = cases.DTYPES[case.dtype]
     tolerance = part.tolerance_for(case.dtype)

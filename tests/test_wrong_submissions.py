@@ -4,9 +4,12 @@ Each folder under tests/submissions/<assignment>/<bug>/ is a submission tree plu
 expect.toml naming the reason the bug must earn, or an expect.toml alone whose `edits` turn the
 solution into the bug (conftest.known_wrong), and optionally `timeout_s` (a shorter limit),
 `gpu_reason` (where the GPU tier names it differently), `tier = "gpu"` (a bug only a GPU shows:
-slow or timing-hostile code), `parts` (the parts the bug is in, when the submission holds only
-their files, or is only about them; the other parts are then not graded) and `output` (what the
-first failing case's message must say: regular expressions). Every failing test of
+slow or timing-hostile code) or `tier = "cpu"` (a bug only in cases the CPU tier alone grades: on
+the GPU every case must pass), `parts` (the parts the bug is in, when the submission holds only
+their files, or is only about them; the other parts are then not graded), `output` (what the
+first failing case's message must say: regular expressions) and `passes` (cases the bug leaves
+right, as "part: label": they must pass, though a failing case was graded before them in the same
+process; on the GPU tier, those of them it grades). Every failing test of
 those parts must carry that reason, and at least one must fail; a hang (`timeout`) costs at most
 its `timeout_s` plus 5 s. tests/test_gpu.py runs the same folders on
 the GPU tier. The hostile vector_add folders that test_hostile_batch.py grades in its batch get this
@@ -75,6 +78,7 @@ def test_bug_earns_its_reason(folder, tmp_path, solutions):
     for test in failed:
         assert test.output.strip(), "a failure must say what went wrong"
     assert_output(failed[0].output, expect.get("output", []))
+    assert_passes(scored, expect.get("passes", []))
     assert_diagnoses(failed, expect.get("diagnosis"))
     if expect["reason"] == "timeout" and "timeout_s" in expect:
         limit = expect["timeout_s"]
@@ -85,6 +89,16 @@ def assert_output(message: str, patterns: list[str]) -> None:
     """What a failure's message must say (expect.toml's `output`: regular expressions, each found in it)."""
     missing = [pattern for pattern in patterns if not re.search(pattern, message)]
     assert not missing, f"the message does not match {missing}: {message}"
+
+
+def assert_passes(scored: list, names: list[str], every: bool = True) -> None:
+    """expect.toml's `passes`: each of those cases (`part: label`) passed; `every`: each was graded."""
+    by_name = {f"{t.part}: {t.name.split(': ', 1)[1]}": t for t in scored}
+    missing = [name for name in names if name not in by_name]
+    assert not (every and missing), f"`passes` names cases that were not graded: {missing}"
+    failed = {name: f"{by_name[name].reason}: {by_name[name].output[:300]}" for name in names
+              if name in by_name and not by_name[name].passed}  # fmt: skip
+    assert not failed, f"cases the bug leaves right failed: {failed}"
 
 
 def assert_diagnoses(failed: list, wanted: str | None, may: tuple[str, ...] = ()) -> None:

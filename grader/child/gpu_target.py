@@ -10,8 +10,14 @@ A compilation takes 0.1 s to a few seconds (more for huge blocks), so each disti
 specialization is compiled once.
 
 In the child, under TRITON_INTERPRET=1, with this module imported before any kernel runs:
+    forget_launches()                           # as a task begins: an earlier task's launches are not its own
     record_launch(kernel, args, kwargs, grid)   # from the launch hook, every launch; cheap, never raises
-    reports = compile_all()                     # after the call: its kernels, one KernelReport each
+    reports = compile_all()                     # after the task's calls: its kernels, one KernelReport each
+
+A report answers for the launches since compile_all (or forget_launches) last ran, and for nothing
+else: whether they all came from an autotuner, whether an allocator was set, are theirs alone. What
+one task launched never shows in another's reports (the verdict of a case must not depend on the
+cases graded before it in the same process).
 """
 
 from __future__ import annotations
@@ -112,7 +118,13 @@ class _Launch:
     constexprs: dict | None = None  # argument path -> value
     attrs: dict | None = None  # argument path -> specialization attributes (tt.divisibility)
     options: dict | None = None  # compile options of the launch (num_warps, num_stages, debug, ...)
-    autotuned: bool = True  # every launch so far came from an autotuner trying configs
+
+
+@dataclass
+class _Usage:
+    """How one specialization was launched since compile_all last ran (every launch of that stretch)."""
+
+    autotuned: bool = True  # every launch came from an autotuner trying configs
     allocator_set: bool = True  # triton.set_allocator was called before every launch
 
 
@@ -124,7 +136,7 @@ class Compilation:
 
 
 _launches: dict[tuple, _Launch] = {}  # every specialization launched in this process
-_since_last: dict[tuple, None] = {}  # those launched since compile_all last ran (ordered, once each)
+_since_last: dict[tuple, _Usage] = {}  # those launched since compile_all last ran (in order, once each)
 _compilations: dict[tuple, Compilation] = {}
 _twins: dict[int, JITFunction] = {}
 _autotuning = contextvars.ContextVar("autotuning", default=False)
@@ -149,26 +161,40 @@ def record_launch(kernel, args: tuple, kwargs: dict, grid=None) -> tuple:
             key, launch = (id(kernel), repr(error)), _Launch(_report_of(kernel, {}, kwargs))
             launch.report.error = f"{type(error).__name__}: {error}"
         _launches.setdefault(key, launch)
-    _since_last[key] = None
-    launch = _launches[key]
-    launch.autotuned &= _autotuning.get()
-    launch.allocator_set &= _allocation._allocator.get() is not _allocation._NULL_ALLOCATOR
+    usage = _since_last.setdefault(key, _Usage())
+    usage.autotuned &= _autotuning.get()
+    usage.allocator_set &= _allocation._allocator.get() is not _allocation._NULL_ALLOCATOR
     return key
 
 
 def compile_all(target: Target = TARGET) -> list[KernelReport]:
-    """One report per specialization launched since compile_all last ran (a graded call's kernels,
-    when called after each call), in the order of their first launch. Each specialization is
-    compiled once per process; later reports of it come from the cache."""
-    keys = list(_since_last)
+    """One report per specialization launched since compile_all (or forget_launches) last ran: a
+    task's kernels, when called once its calls are done, in the order of their first launch. Each
+    specialization is compiled once per process; later reports of it come from the cache."""
+    launched = dict(_since_last)
     _since_last.clear()
-    return [_compile(key, target).report for key in keys]
+    return [_report(_compile(key, target), usage) for key, usage in launched.items()]
+
+
+def forget_launches() -> None:
+    """Drop the launches recorded since compile_all last ran, unreported: those of a task whose
+    call raised before they were compiled (its verdict is that exception's). Left, they would be
+    reported as the next task's, whose kernels they are not."""
+    _since_last.clear()
 
 
 def compile_now(kernel, args: tuple, kwargs: dict, target: Target = TARGET) -> tuple[tuple, Compilation]:
     """Record one launch and compile it at once (for `kernel.warmup(...)`, which compiles on a GPU)."""
     key = record_launch(kernel, args, kwargs)
     return key, _compile(key, target)
+
+
+def _report(compilation: Compilation, usage: _Usage) -> KernelReport:
+    """The compilation's report, as those launches made it: a copy, so that no task's report
+    changes what the cache hands the next one."""
+    report = compilation.report
+    return dataclasses.replace(report, autotuned=usage.autotuned, missing_allocator=report.compiled
+                               and not usage.allocator_set and _needs_scratch(compilation.kernel))  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -354,11 +380,7 @@ def _compile(key: tuple, target: Target) -> Compilation:
     # Triton has cached a placeholder hash for it).
     if known is None or not known.report.compiled:
         _compilations[(key, target)] = _compile_once(launch, target)
-    compilation = _compilations[(key, target)]
-    report = compilation.report
-    report.autotuned = launch.autotuned
-    report.missing_allocator = report.compiled and not launch.allocator_set and _needs_scratch(compilation.kernel)
-    return compilation
+    return _compilations[(key, target)]
 
 
 def _compile_once(launch: _Launch, target: Target) -> Compilation:

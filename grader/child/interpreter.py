@@ -18,7 +18,9 @@ Call `install()` in the child before student code is imported.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -47,6 +49,7 @@ def install(target: Target = TARGET) -> None:
     _patch_testing()
     _patch_autotuner(Autotuner)
     _patch_warmup()
+    _refuse_host_calls()
 
 
 def _skip_dead_overflow_checks() -> None:
@@ -227,6 +230,7 @@ def _patch_autotuner(Autotuner) -> None:
         return timing
 
     def run_trials(self, *args, **kwargs):
+        _tuners.add(self)
         self._cpu_tier_trials = _Trials()
         tuned = gpu_target.autotuning() if len(self.configs) > 1 else contextlib.nullcontext()
         try:
@@ -240,6 +244,20 @@ def _patch_autotuner(Autotuner) -> None:
     Autotuner.do_bench = property(lambda self: _run_once)
     Autotuner._bench = bench_and_compare
     Autotuner.run = run_trials
+
+
+_tuners: weakref.WeakSet = weakref.WeakSet()  # every autotuner that has run in this process
+
+
+def forget_tunings() -> None:
+    """A task begins: every autotuner forgets the keys it has tuned, so that the task's first call
+    of each runs and compares every config. Triton keeps a key's pick for the process, and on the
+    GPU a later case with that key runs the pick unchecked, as here; but here the pick is always the
+    first config, and the check is what finds a config that is wrong: a key that leaves out the
+    sequence length (a public CS336 FlashAttention's ["D_MODEL", "IS_CAUSAL"]) had its configs
+    compared on whichever case came first, and the others' verdicts changed with the order."""
+    for tuner in list(_tuners):
+        tuner.cache.clear()
 
 
 class _Trials:
@@ -382,6 +400,38 @@ def _disagreement(tuner, first, other, name: str, difference: str) -> str:
         "argument (atomics, +=), name it in reset_to_zero= (or restore_value=), so that every config "
         "starts from the same values."
     )
+
+
+# --- A @triton.jit function called outside a kernel fails, as on the GPU ---------------------------
+
+
+_in_kernel = contextvars.ContextVar("in_kernel", default=False)
+
+
+def _refuse_host_calls() -> None:
+    """On the GPU, calling a @triton.jit function from host code raises ("Cannot call @triton.jit'd
+    outside of the scope of a kernel"): `T_q = tl.cdiv(N, 64)` in a launcher (a public CS336
+    FlashAttention does it) fails every call there. The interpreter's functions are plain Python
+    and answered: the CPU tier graded what the GPU refuses. Now only a kernel running in the
+    interpreter may call one (a kernel's helpers, tl.cdiv inside a kernel)."""
+    from triton.runtime.interpreter import GridExecutor, InterpretedFunction
+
+    run_grid, call = GridExecutor.__call__, InterpretedFunction.__call__
+
+    def run_in_kernel(self, *args, **kwargs):
+        token = _in_kernel.set(True)
+        try:
+            return run_grid(self, *args, **kwargs)
+        finally:
+            _in_kernel.reset(token)
+
+    def call_in_kernel_only(self, *args, **kwargs):
+        if not _in_kernel.get():
+            raise RuntimeError("Cannot call @triton.jit'd outside of the scope of a kernel")
+        return call(self, *args, **kwargs)
+
+    GridExecutor.__call__ = run_in_kernel
+    InterpretedFunction.__call__ = call_in_kernel_only
 
 
 # --- kernel.warmup(...): compiled for the target, as on the GPU --------------------------------------

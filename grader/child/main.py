@@ -270,11 +270,11 @@ def _target_recorder(device: str):
 
 
 def _target_reports(device: str):
-    """On the CPU tier, the GPU's verdict on each kernel launched since the last call, and how each
-    loads its tiles, as messages. (On the GPU tier the launch hook reads the loads: hooks.py.)"""
+    """On the CPU tier, the GPU's verdict on each kernel a task launched, and how each loads its
+    tiles, as messages. (On the GPU tier the launch hook reads the loads: hooks.py.)"""
     if device == "cuda":
         return None
-    from grader.child import gpu_target
+    from grader.child import gpu_target, interpreter
     from grader.messages import KernelLoads, TargetReport
 
     def reports() -> tuple[list[TargetReport], list[KernelLoads]]:
@@ -284,4 +284,20 @@ def _target_reports(device: str):
                    for r in compiled]  # fmt: skip
         return targets, [r.loads for r in compiled if r.loads is not None]
 
-    return reports
+    def begin() -> None:
+        gpu_target.forget_launches()  # an earlier task's, left unreported when its call raised
+        interpreter.forget_tunings()  # each task's autotuners compare their configs afresh
+
+    return _TaskTargets(begin, reports)
+
+
+class _TaskTargets:
+    """A task's kernels as the GPU would compile them: `begin()` as the task starts, so that
+    nothing an earlier task left in the process decides its verdict, then called once the task's
+    calls are done, for every kernel they launched."""
+
+    def __init__(self, begin, reports):
+        self.begin, self._reports = begin, reports
+
+    def __call__(self):
+        return self._reports()

@@ -25,7 +25,7 @@ from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
 from grader.messages import (SENT_CHUNK, Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
-                             KernelLoads, Observation, Output, ProbeReport, Returned, Start, TargetReport, Task)  # fmt: skip
+                             Observation, Output, ProbeReport, Returned, Start, Task)  # fmt: skip
 from grader.spec import Assignment, Part, load_assignment
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
@@ -103,9 +103,10 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 class Worker:
     def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable,
-                 targets: Callable[[], tuple[list[TargetReport], list[KernelLoads]]] | None = None):  # fmt: skip
+                 targets=None):  # fmt: skip
         self.job, self.send, self.refusals, self.changed = job, send, refusals, changed
-        # CPU tier: what the GPU would say of the kernels launched since the last look, and their loads
+        # CPU tier: what the GPU would say of the kernels a case launched, and their loads: `begin()`
+        # as the case begins, then called once its calls are done (main.py, _target_reports)
         self.targets = targets
         self.is_library = is_library
         self.assignment: Assignment = load_assignment(Path(job.assignment_dir))
@@ -222,9 +223,11 @@ class Worker:
         return observation
 
     def run_case(self, task: Task) -> CaseReport:
+        if self.targets is not None:
+            self.targets.begin()
         part = self.part(task)
         entry = self.entry(part)
-        inputs = cases.make_inputs(self.assignment, part, part.cases[task.index], task.seed, self.device)
+        inputs = cases.case_inputs(self.assignment, part, part.cases[task.index], task.seed, self.device)
         guarded = {name: poison.guarded_copy(t) for name, t in cases.tensors(inputs).items()}
         given = {**inputs, **{name: g.tensor for name, g in guarded.items()}}
         started = _perf_counter()
@@ -235,12 +238,13 @@ class Worker:
         seconds = _perf_counter() - started
         report = CaseReport(self.observe(task, "first", out, given, inputs, monitor), monitor.activity(),
                             calls=task.repeats, seconds=seconds)  # fmt: skip
-        if self.targets is not None:
-            report.activity.targets, report.activity.loads = self.targets()
         report.unstable = sum(_differs(out, other) for other in again)
         if report.observation.returned.kind == "tensor" and self.wants_followup(part, task):
             report.followup, followed = self.followup(part, task, out, given)
             report.activity, report.calls = merge(report.activity, followed), report.calls + 1
+        if self.targets is not None:
+            # The second call's kernels are this case's too: compiled after it, not left for the next case.
+            report.activity.targets, report.activity.loads = self.targets()
         return report
 
     def part(self, task: Task) -> Part:
@@ -259,7 +263,7 @@ class Worker:
         ones: an output cached by shape or by `data_ptr()` comes back stale, and an output that
         reuses the memory of the first one shows as such."""
         seed = task.seed + FOLLOWUP_SEED_OFFSET
-        fresh = cases.make_inputs(self.assignment, part, part.cases[task.index], seed, self.device)
+        fresh = cases.case_inputs(self.assignment, part, part.cases[task.index], seed, self.device)
         before = first.detach().clone()  # the first output as returned, whatever the second call does to it
         for name, tensor in cases.tensors(given).items():
             tensor.copy_(fresh[name])
