@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import (cases, compile_cache, cuda_build, integrity, isolation, judging, output_sizes, overlap, reasons,
-                    sandbox)
+from grader import (cases, compile_cache, compiled_kernels, cuda_build, integrity, isolation, judging, output_sizes,
+                    overlap, reasons, sandbox)
 from grader.child.submission import missing_file_message
 from grader.environment import describe
 from grader.gpu_lock import GpuLock
@@ -68,6 +68,12 @@ def _timed(verdict: Verdict, result: TaskResult) -> Verdict:
     if not result.seconds:
         return verdict
     return dataclasses.replace(verdict, metrics={**verdict.metrics, "seconds": round(result.seconds, 2)})
+
+
+def _with_kernels(verdict: Verdict, result: TaskResult, part: Part) -> Verdict:
+    """A verdict with the kernels its task launched described in its metrics (compiled_kernels.py: advice)."""
+    activity = result.activity or getattr(result.outcome, "activity", None)
+    return compiled_kernels.attach(verdict, compiled_kernels.launched(activity), part.teaches)
 
 
 def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
@@ -328,9 +334,10 @@ class AssignmentGrading:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
         with self.judging("timing judging", after_timing=True):
-            return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
-                                                        parts[task.part].benchmarks[task.index], results[task.id],
-                                                        self.device), results[task.id])
+            return {task.id: _with_kernels(_timed(judging.judge_bench(self.assignment, parts[task.part],
+                                                                      parts[task.part].benchmarks[task.index],
+                                                                      results[task.id], self.device), results[task.id]),
+                                           results[task.id], parts[task.part])
                     for task in tasks}  # fmt: skip
 
     @contextmanager
@@ -456,8 +463,9 @@ class AssignmentGrading:
             found = results[f"{part.name}:probe:0"]
             return [(case, self.probe_verdict(part, found)) for case in shown]
         kernels = set(build.kernels) if build is not None else set()
-        return [(part.cases[t.index], _timed(judging.judge_case(self.assignment, part, part.cases[t.index], t.seed,
-                                                                results[t.id], self.device, kernels), results[t.id]))
+        return [(part.cases[t.index], _with_kernels(_timed(judging.judge_case(self.assignment, part, part.cases[t.index],
+                                                                              t.seed, results[t.id], self.device, kernels),
+                                                           results[t.id]), results[t.id], part))
                 for t in tasks if t.part == part.name]  # fmt: skip
 
     @staticmethod
@@ -496,6 +504,8 @@ class AssignmentGrading:
         verdict = failed or Verdict("ok", f"{part.file} {loaded}")
         if build is not None and build.library is not None:
             verdict.metrics["build_seconds"] = round(build.seconds, 2)
+            if build.resources is not None:  # what ptxas made of each kernel the launcher launches (advice)
+                verdict = compiled_kernels.attach(verdict, build.resources.of_launcher(part.entry), part.teaches)
         return self.test(part, "build", f"load {part.file}", verdict, 0.0, 0.0)
 
     def case_tests(self, part: Part, cases_verdicts: list[tuple[Case, Verdict]]) -> list[TestResult]:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import glance, reasons, stack
+from grader import compiled_kernels, glance, reasons, stack
 from grader.results import Grade, TestResult, possible, summary_line
 from grader.text import printable
 
@@ -106,7 +106,7 @@ def render_html(grade: Grade) -> str:
     template = templates().get_template("report.html.j2")
     return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade),
                            warning=stack.warning(grade.environment), lines=lines, speeds=speeds, top=top,
-                           axis=axis)  # fmt: skip
+                           axis=axis, compiled_kernels=compiled_kernels.for_report(grade.tests))  # fmt: skip
 
 
 def write_html(grade: Grade, path: Path) -> None:
