@@ -1,4 +1,4 @@
-"""`python -m grader grade|batch|release|gradescope ...` (README.md, "Teaching assistants").
+"""`python -m grader grade|profile|batch|release|gradescope ...` (README.md, "Teaching assistants").
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.
@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from grader import report
+from grader import profiling, report
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
@@ -33,11 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description="Grade GPU-kernel assignments.")
     commands = parser.add_subparsers(dest="command", required=True)
     grade = commands.add_parser("grade", help="grade one submission (default: starter/)")
-    grade.add_argument("--submission", type=Path, default=REPO_ROOT / "starter", help="a folder laid out like starter/")
-    grade.add_argument("--assignment", action="append", default=[], help="grade only this assignment (repeatable)")
-    grade.add_argument("--json", type=Path, default=Path("results/results.json"), help="Gradescope results.json")
-    grade.add_argument("--html", type=Path, default=Path("results/report.html"), help="the HTML report")
-    grade.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    profile = commands.add_parser("profile", help="grade, then profile each timed case under Nsight Compute (advice)")
+    for command in (grade, profile):
+        command.add_argument("--submission", type=Path, default=REPO_ROOT / "starter", help="a folder laid out like starter/")
+        command.add_argument("--assignment", action="append", default=[], help="grade only this assignment (repeatable)")
+        command.add_argument("--json", type=Path, default=Path("results/results.json"), help="Gradescope results.json")
+        command.add_argument("--html", type=Path, default=Path("results/report.html"), help="the HTML report")
+        command.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    profile.add_argument("--timeout-s", type=float, default=profiling.TIMEOUT_S, help="the limit of each profiled case")
     batch = commands.add_parser("batch", help="grade a whole class on Dask, resumably")
     batch.add_argument("submissions", type=Path, help="a folder or archive per student, or a Gradescope export")
     batch.add_argument("--out", type=Path, required=True, help="reports, grades.csv, summary.html, gradebook.sqlite")
@@ -68,7 +71,7 @@ def side_by_side(device: str, assignments: list) -> int:
     return max(1, min(len(assignments), (os.cpu_count() or 2) // 2))
 
 
-def grade(args: argparse.Namespace, console: Console) -> int:
+def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> int:
     if not args.submission.is_dir():
         raise UsageError(f"--submission {args.submission}: no such directory")
     assignments = _assignments(args.assignment)
@@ -83,12 +86,22 @@ def grade(args: argparse.Namespace, console: Console) -> int:
         settings = Settings(device=device, progress=lambda text: status.update(text), cache=CACHE_ROOT,
                             owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments))  # fmt: skip
         result = grade_submission(args.submission.resolve(), assignments, settings)
+        # `profile`: each timed case once more, under Nsight Compute (advice, never the grade).
+        profiled = profiling.profile(result, args.submission.resolve(), assignments, device, status.update,
+                                     args.timeout_s) if profile else None  # fmt: skip
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)
-    report.write_html(result, args.html)
+    report.write_html(result, args.html, profiled)
     report.print_table(result, console)
+    if profiled is not None:
+        profiling.write_json(profiled, args.json.with_name("profile.json"))
+        report.print_profile(profiled, console)
     console.print(report.plain(f"Report: {args.html}   results.json: {args.json}"))
     return 0
+
+
+def profile(args: argparse.Namespace, console: Console) -> int:
+    return grade(args, console, profile=True)
 
 
 def batch(args: argparse.Namespace, console: Console) -> int:
@@ -136,7 +149,7 @@ def gradescope(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"grade": grade, "batch": batch, "release": release, "gradescope": gradescope}
+COMMANDS = {"grade": grade, "profile": profile, "batch": batch, "release": release, "gradescope": gradescope}
 
 
 def main(argv: list[str] | None = None) -> int:

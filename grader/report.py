@@ -99,16 +99,39 @@ def _axis(speeds: list[glance.Speed]) -> tuple[float, list[float]]:
     return top, [step * i for i in range(1, int(top / step) + 1)]
 
 
-def render_html(grade: Grade) -> str:
+def _percent(value: float | None) -> str:
+    return f"{value:.0f}%" if value is not None else "?"
+
+
+def print_profile(found, console: Console) -> None:
+    """`profile`'s speed-of-light summary (profiling.py): a row per profiled kernel, or why none."""
+    if found.note:
+        console.print(plain(f"Profile: {found.note}"))
+        return
+    table = Table(title="Nsight Compute, one call of each timed case (advice, not graded)")
+    for column in ("case", "kernel", "time", "compute", "memory", "busiest", "reading"):
+        table.add_column(column, overflow="fold")
+    for case in found.cases:
+        label = plain(f"{case.assignment}/{case.part} {case.case}")
+        if case.error:
+            table.add_row(label, "", "", "", "", "", plain(case.error, "red"))
+        for k in case.kernels:
+            time = f"{k['duration_ns'] / 1e3:.1f} us" if k["duration_ns"] is not None else "?"
+            table.add_row(label, plain(k["kernel"]), time, _percent(k["compute_pct"]), _percent(k["memory_pct"]),
+                          plain(k["limit"]), plain(k["reading"]))  # fmt: skip
+    console.print(table)
+
+
+def render_html(grade: Grade, profile=None) -> str:
     lines = glance.parts(grade)
     speeds = [(line, speed) for line in lines for speed in line.speeds]
     top, axis = _axis([speed for _, speed in speeds])
     template = templates().get_template("report.html.j2")
     return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade),
                            warning=stack.warning(grade.environment), lines=lines, speeds=speeds, top=top,
-                           axis=axis, compiled_kernels=compiled_kernels.for_report(grade.tests))  # fmt: skip
+                           axis=axis, compiled_kernels=compiled_kernels.for_report(grade.tests), profile=profile)  # fmt: skip
 
 
-def write_html(grade: Grade, path: Path) -> None:
+def write_html(grade: Grade, path: Path, profile=None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(grade))
+    path.write_text(render_html(grade, profile))
