@@ -167,3 +167,42 @@ def test_the_driver_agrees_on_triton_kernels():
         assert status == 0
         ours = occupancy(compiled.n_regs, 32 * warps, compiled.metadata.shared, SM90)
         assert ours.blocks == blocks.value, (rows, block, warps, compiled.n_regs, compiled.metadata.shared, ours)
+
+
+@pytest.mark.gpu
+def test_the_driver_agrees_on_the_transpose_solution_kernels(tmp_path):
+    """On the GPU: the transpose solution's kernels, built to a cubin by nvcc and loaded through the
+    driver, against what the CPU tier reads of the same kernels in the graded library (registers,
+    and its own shared memory: cuobjdump's figure less the 1 KiB sm_90 cubins count for the
+    driver, cuda_resources.py), and the driver's occupancy for the launch's 256 threads."""
+    torch = pytest.importorskip("torch")
+    from grader import cuda_build
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9 or cuda_build.nvcc() is None:
+        pytest.skip("needs an sm_90 GPU (H100, H200) and nvcc")
+    import ctypes
+
+    from grader.spec import REPO_ROOT
+
+    source = REPO_ROOT / "solutions" / "transpose" / "transpose.cu"
+    build = cuda_build.build(source)
+    cubin = tmp_path / "transpose.cubin"
+    subprocess.run([cuda_build.nvcc(), "-O3", "-cubin", f"-arch={cuda_build.architecture()}", "-o", str(cubin),
+                    str(source)], check=True)  # fmt: skip
+    torch.empty(1, device="cuda")  # the primary context, current on this thread
+    cuda = ctypes.CDLL("libcuda.so.1")
+    module = ctypes.c_void_p()
+    assert cuda.cuModuleLoadData(ctypes.byref(module), cubin.read_bytes()) == 0
+    mangled = {"transpose_smem": b"_Z22transpose_tiled_kernelILi0EEvPKfPfii",
+               "transpose_padded": b"_Z22transpose_tiled_kernelILi1EEvPKfPfii"}  # fmt: skip
+    for launcher, name in mangled.items():
+        [ours] = build.resources.of_launcher(launcher)
+        function = ctypes.c_void_p()
+        assert cuda.cuModuleGetFunction(ctypes.byref(function), module, name) == 0
+        registers, static_shared, blocks = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        assert cuda.cuFuncGetAttribute(ctypes.byref(registers), 4, function) == 0  # CU_FUNC_ATTRIBUTE_NUM_REGS
+        assert cuda.cuFuncGetAttribute(ctypes.byref(static_shared), 1, function) == 0  # ..._SHARED_SIZE_BYTES
+        assert cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(blocks), function, ours.threads,
+                                                                 ctypes.c_size_t(0)) == 0  # fmt: skip
+        assert (ours.registers, ours.shared_bytes) == (registers.value, static_shared.value), launcher
+        assert occupancy(ours.registers, ours.threads, ours.shared_bytes, SM90).blocks == blocks.value, launcher
