@@ -55,6 +55,8 @@ def attach(verdict: Verdict, kernels: list[KernelResources], teaches: tuple[str,
 
 def describe(kernel: KernelResources, teaches: tuple[str, ...] = ()) -> dict:
     """One kernel's figures, occupancy, facts and readings, as plain data for results.json."""
+    figures = ("registers", "spill_bytes", "shared_bytes", "threads", "num_stages")
+    kernel = dataclasses.replace(kernel, **{name: max(getattr(kernel, name), 0) for name in figures})  # sent by a child
     warps = -(-kernel.threads // SM.warp_size) if kernel.threads else 0
     found = {"kernel": kernel.kernel, "file": kernel.file, "specialization": kernel.specialization,
              "registers": kernel.registers, "spill_bytes": kernel.spill_bytes, "shared_bytes": kernel.shared_bytes,
