@@ -94,8 +94,11 @@ def test_the_gpu_tier_keeps_the_config_an_autotuner_launched_last(tmp_path):
     """hooks.py keeps compiled kernels in the order of their last launch: the autotuner's trials
     first, then the config it picked; monitor.py describes that one."""
 
-    def matmul_kernel():
-        pass
+    own = tmp_path / "matmul.py"
+    own.write_text("def matmul_kernel():\n    pass\n")
+    namespace: dict = {}
+    exec(compile(own.read_text(), str(own), "exec"), namespace)  # kernels defined in the student's file
+    matmul_kernel = namespace["matmul_kernel"]
 
     def compiled_kernel(block: int):
         return SimpleNamespace(asm={"ptx": ""}, hash=f"h{block}", n_regs=block, n_spills=0,
@@ -108,6 +111,7 @@ def test_the_gpu_tier_keeps_the_config_an_autotuner_launched_last(tmp_path):
             log.record(matmul_kernel, launched)
         log.record(matmul_kernel, narrow)
         log.record(matmul_kernel, wide)  # a later call picked wide after all
+        log.record(lambda: None, compiled_kernel(32))  # a kernel of another file: not the student's
     [found] = monitor.launched_resources(log)
     assert found.kernel == "matmul_kernel" and found.registers == 128
 

@@ -83,10 +83,12 @@ class TimingMonitor:
 
 
 def launched_resources(log: LaunchLog) -> list:
-    """GPU tier: the resources of each kernel the block launched, in the specialization it launched
-    last: an autotuner's trials come before the launch of the config it picked (hooks.py keeps the
-    compiled kernels in the order of their last launch). Advice, never judged (compiled_kernels.py)."""
-    last = {(name, file): compiled for compiled, name, file in log.compiled.values()}
+    """GPU tier: the resources of each kernel of the student's own files that the block launched, in
+    the specialization it launched last: an autotuner's trials come before the launch of the config
+    it picked (hooks.py keeps the compiled kernels in the order of their last launch). Advice,
+    never judged (compiled_kernels.py)."""
+    last = {(name, file): compiled for compiled, name, file in log.compiled.values()
+            if Path(file).resolve().is_relative_to(log.own_root)}  # fmt: skip
     return [resources.of_compiled(compiled, name, file) for (name, file), compiled in last.items()]
 
 
