@@ -86,15 +86,16 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
         settings = Settings(device=device, progress=lambda text: status.update(text), cache=CACHE_ROOT,
                             owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments))  # fmt: skip
         result = grade_submission(args.submission.resolve(), assignments, settings)
-        # `profile`: each timed case once more, under Nsight Compute (advice, never the grade).
-        profiled = profiling.profile(result, args.submission.resolve(), assignments, device, status.update,
-                                     args.timeout_s) if profile else None  # fmt: skip
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)
-    report.write_html(result, args.html, profiled)
+    report.write_html(result, args.html)
     report.print_table(result, console)
-    if profiled is not None:
+    if profile:  # each timed case once more, under Nsight Compute (advice, never the grade)
+        with console.status("profiling...") as status:
+            profiled = profiling.profile(result, args.submission.resolve(), assignments, device, status.update,
+                                         args.timeout_s)  # fmt: skip
         profiling.write_json(profiled, args.json.with_name("profile.json"))
+        report.write_html(result, args.html, profiled)
         report.print_profile(profiled, console)
     console.print(report.plain(f"Report: {args.html}   results.json: {args.json}"))
     return 0
