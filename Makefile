@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 SUBMISSION ?= starter
+ASSIGNMENT ?=
 SUBMISSIONS ?= submissions
 OUT ?= graded
 RELEASE ?= release
 
-.PHONY: grade test test-gpu bench batch release clean
+.PHONY: grade profile test test-gpu bench batch release clean
 
 $(VENV)/.ready: grader/bootstrap.py grader/stack.toml
 	$(PYTHON) grader/bootstrap.py
@@ -15,6 +16,10 @@ $(VENV)/.ready: grader/bootstrap.py grader/stack.toml
 
 grade: $(VENV)/.ready
 	$(PY) -m grader grade --submission $(SUBMISSION)
+
+# Grade, then each timed case once under Nsight Compute (advice; ASSIGNMENT="matmul softmax" for some).
+profile: $(VENV)/.ready
+	$(PY) -m grader profile --submission $(SUBMISSION) $(foreach a,$(ASSIGNMENT),--assignment $(a))
 
 # Two workers where pytest-xdist is installed: most of a test is a graded child process, so the
 # second core halves the wait. Tests that share a costly module fixture stay on one worker (conftest.py).

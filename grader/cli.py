@@ -1,4 +1,4 @@
-"""`python -m grader grade|batch|override|release|gradescope ...` (docs/staff.md).
+"""`python -m grader grade|profile|batch|override|release|gradescope ...` (docs/staff.md).
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.
@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from grader import report, terminal
+from grader import profiling, report, terminal
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
@@ -34,11 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description="Grade GPU-kernel assignments.")
     commands = parser.add_subparsers(dest="command", required=True)
     grade = commands.add_parser("grade", help="grade one submission (default: starter/)")
-    grade.add_argument("--submission", type=Path, default=REPO_ROOT / "starter", help="a folder laid out like starter/")
-    grade.add_argument("--assignment", action="append", default=[], help="grade only this assignment (repeatable)")
-    grade.add_argument("--json", type=Path, default=Path("results/results.json"), help="Gradescope results.json")
-    grade.add_argument("--html", type=Path, default=Path("results/report.html"), help="the HTML report")
-    grade.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    profile = commands.add_parser("profile", help="grade, then profile each timed case under Nsight Compute (advice)")
+    for command in (grade, profile):
+        command.add_argument("--submission", type=Path, default=REPO_ROOT / "starter", help="a folder laid out like starter/")
+        command.add_argument("--assignment", action="append", default=[], help="grade only this assignment (repeatable)")
+        command.add_argument("--json", type=Path, default=Path("results/results.json"), help="Gradescope results.json")
+        command.add_argument("--html", type=Path, default=Path("results/report.html"), help="the HTML report")
+        command.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    profile.add_argument("--timeout-s", type=float, default=profiling.TIMEOUT_S, help="the limit of each profiled case")
     batch = commands.add_parser("batch", help="grade a whole class on Dask, resumably")
     batch.add_argument("submissions", type=Path, help="a folder or archive per student, or a Gradescope export")
     batch.add_argument("--out", type=Path, required=True, help="reports, grades.csv, summary.html, gradebook.sqlite")
@@ -81,7 +84,7 @@ def side_by_side(device: str, assignments: list) -> int:
     return max(1, min(len(assignments), (os.cpu_count() or 2) // 2))
 
 
-def grade(args: argparse.Namespace, console: Console) -> int:
+def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> int:
     if not args.submission.is_dir():
         raise UsageError(f"--submission {args.submission}: no such directory")
     assignments = _assignments(args.assignment)
@@ -100,8 +103,19 @@ def grade(args: argparse.Namespace, console: Console) -> int:
     write_json(result, args.json)
     report.write_html(result, args.html)
     terminal.print_table(result, console)
+    if profile:  # each timed case once more, under Nsight Compute (advice, never the grade)
+        with console.status("profiling...") as status:
+            profiled = profiling.profile(result, args.submission.resolve(), assignments, device, status.update,
+                                         args.timeout_s)  # fmt: skip
+        profiling.write_json(profiled, args.json.with_name("profile.json"))
+        report.write_html(result, args.html, profiled)
+        terminal.print_profile(profiled, console)
     console.print(report.plain(f"Report: {args.html}   results.json: {args.json}"))
     return 0
+
+
+def profile(args: argparse.Namespace, console: Console) -> int:
+    return grade(args, console, profile=True)
 
 
 def batch(args: argparse.Namespace, console: Console) -> int:
@@ -186,7 +200,8 @@ def gradescope(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"grade": grade, "batch": batch, "override": override, "release": release, "gradescope": gradescope}
+COMMANDS = {"grade": grade, "profile": profile, "batch": batch, "override": override, "release": release,
+            "gradescope": gradescope}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import cuda_resources
+
 BUILD_TIMEOUT_S = 120
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kernel-grader" / "cuda"
 HEADERS = ("*.cu", "*.cuh", "*.h", "*.hpp")
@@ -31,6 +33,7 @@ class Build:
     message: str = ""
     seconds: float = 0.0  # nvcc's time; 0 for a library found in the cache
     kernels: tuple[str, ...] = ()  # the __global__ functions it holds, demangled, without parameters
+    resources: cuda_resources.CudaKernels | None = None  # what each kernel asks of an SM (advice)
 
 
 def nvcc() -> str | None:
@@ -83,7 +86,7 @@ def build(source: Path) -> Build:
     flags = ["-O3", "-shared", "-Xcompiler", "-fPIC", f"-arch={architecture()}", "-lineinfo"]
     library = CACHE / f"{source.stem}-{_key(source, flags, compiler)}.so"
     if library.exists():
-        return Build(library, kernels=kernels_in(library, compiler))
+        return Build(library, kernels=kernels_in(library, compiler), resources=cuda_resources.read(library, source, compiler))
     library.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
@@ -96,7 +99,8 @@ def build(source: Path) -> Build:
         if done.returncode != 0:
             return Build(None, "compile_error", compile_errors(done.stdout + done.stderr, source))
         os.replace(target, library)  # atomic: a concurrent grader never sees half a library
-    return Build(library, seconds=time.monotonic() - started, kernels=kernels_in(library, compiler))
+    return Build(library, seconds=time.monotonic() - started, kernels=kernels_in(library, compiler),
+                 resources=cuda_resources.read(library, source, compiler))
 
 
 def kernels_in(library: Path, compiler: str) -> tuple[str, ...]:

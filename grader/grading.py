@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import (cases, compile_cache, cuda_build, integrity, isolation, judging, output_sizes, overlap, reasons,
-                    sandbox)
+from grader import (cases, compile_cache, compiled_kernels, cuda_build, integrity, isolation, judging, output_sizes,
+                    overlap, reasons, sandbox)
 from grader.child.submission import missing_file_message
 from grader.environment import describe
 from grader.gpu_lock import GpuLock
@@ -77,6 +77,12 @@ def _timed(verdict: Verdict, result: TaskResult) -> Verdict:
     if not result.seconds:
         return verdict
     return dataclasses.replace(verdict, metrics={**verdict.metrics, "seconds": round(result.seconds, 2)})
+
+
+def _with_kernels(verdict: Verdict, result: TaskResult, part: Part) -> Verdict:
+    """A verdict with the kernels its task launched described in its metrics (compiled_kernels.py: advice)."""
+    activity = result.activity or getattr(result.outcome, "activity", None)
+    return compiled_kernels.attach(verdict, compiled_kernels.launched(activity), part.teaches)
 
 
 def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
@@ -357,9 +363,10 @@ class AssignmentGrading:
                                 self.compiled, timer)  # fmt: skip
         with self.judging("timing judging", after_timing=True):
             own = self.own_kernels(self.built_kernels)
-            return {task.id: _timed(judging.judge_bench(self.assignment, parts[task.part],
-                                                        parts[task.part].benchmarks[task.index], results[task.id],
-                                                        self.device, own), results[task.id])
+            return {task.id: _with_kernels(_timed(judging.judge_bench(self.assignment, parts[task.part],
+                                                                      parts[task.part].benchmarks[task.index],
+                                                                      results[task.id], self.device, own),
+                                                  results[task.id]), results[task.id], parts[task.part])
                     for task in tasks}  # fmt: skip
 
     @contextmanager
@@ -486,8 +493,9 @@ class AssignmentGrading:
             return [(case, self.probe_verdict(part, found)) for case in shown]
         kernels = set(build.kernels) if build is not None else set()
         own = self.own_kernels(kernels)
-        return [(part.cases[t.index], _timed(judging.judge_case(self.assignment, part, part.cases[t.index], t.seed,
-                                                                results[t.id], self.device, kernels, own), results[t.id]))
+        return [(part.cases[t.index], _with_kernels(_timed(judging.judge_case(self.assignment, part, part.cases[t.index],
+                                                                              t.seed, results[t.id], self.device, kernels,
+                                                                              own), results[t.id]), results[t.id], part))
                 for t in tasks if t.part == part.name]  # fmt: skip
 
     def own_kernels(self, cuda_kernels: set[str]) -> set[str]:
@@ -531,6 +539,8 @@ class AssignmentGrading:
         verdict = failed or Verdict("ok", f"{part.file} {loaded}")
         if build is not None and build.library is not None:
             verdict.metrics["build_seconds"] = round(build.seconds, 2)
+            if build.resources is not None:  # what ptxas made of each kernel the launcher launches (advice)
+                verdict = compiled_kernels.attach(verdict, build.resources.of_launcher(part.entry), part.teaches)
         return self.test(part, "build", f"load {part.file}", verdict, 0.0, 0.0)
 
     def case_tests(self, part: Part, cases_verdicts: list[tuple[Case, Verdict]]) -> list[TestResult]:

@@ -177,6 +177,33 @@ class KernelCount:
 
 
 @dataclass
+class KernelResources:
+    """What one compiled kernel asks of an SM, and what its code is made of: the Triton kernels a
+    call launched (child/resources.py, on both tiers) and the kernels of a CUDA C build
+    (cuda_resources.py). The parent works out the occupancy and the readings (compiled_kernels.py)."""
+
+    kernel: str
+    file: str  # the file it is defined in (its name only)
+    specialization: str = ""  # what it was compiled for: element types and constexprs ("fp16; BLOCK_M=64")
+    registers: int = 0  # per thread
+    spill_bytes: int = 0  # per thread: local memory that registers spilled to (ptxas's stack frame)
+    shared_bytes: int = 0  # per block, its own (static and dynamic; not the driver's 1 KiB reserve)
+    threads: int = 0  # per block; 0 where unknown (a CUDA kernel whose launch was not read)
+    num_stages: int = 0  # Triton's software-pipelining stages (0: a CUDA kernel)
+    sixteen_bit: bool = False  # it reads float16 or bfloat16 tensors
+    tensor_core_ops: int = 0  # wgmma / mma / wmma instructions in its PTX
+    global_loads: int = 0  # load instructions from global memory in its PTX
+    wide_loads: int = 0  # of which 128-bit or wider per thread
+    shared_accesses: int = 0  # shared-memory accesses whose lane addresses were followed (ptx.py)
+    conflicted: int = 0  # of which conflict on banks
+    worst_ways: int = 0  # turns the worst of those takes per warp
+    worst_stride: int = 0  # bytes between neighbouring lanes' addresses in it (0: not constant)
+    worst_kind: str = ""  # "load" or "store"
+    worst_line: int = 0  # its source line, where the PTX says
+    read: bool = True  # False: its compiled code could not be read
+
+
+@dataclass
 class TargetReport:
     """A kernel the CPU tier also compiled for the GPU target: what the GPU would say of it."""
 
@@ -192,6 +219,7 @@ class TargetReport:
     autotuned: bool = False  # launched by an autotuner with several configs (the GPU skips one that does not fit)
     skippable: bool = False  # its compile error is one the GPU's autotuner skips a config for (out of resources)
     missing_allocator: bool = False  # in-kernel tensor descriptors without triton.set_allocator
+    resources: KernelResources | None = None  # what it asks of an SM and is made of, where it compiled
 
 
 @dataclass
@@ -223,6 +251,9 @@ class Activity:
     # The numbers of the witness's windows (child/marks.py) of the student's calls and imports this
     # account covers; the parent checks them against the windows the witness saw (witness/judge.py).
     windows: list[int] = field(default_factory=list)
+    # GPU tier: each launched kernel's resources, the config an autotuner picked rather than those
+    # it tried (the CPU tier's ride in `targets`)
+    resources: list[KernelResources] = field(default_factory=list)
 
 
 @dataclass

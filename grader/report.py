@@ -13,7 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from grader import glance, hidden, reasons, stack
+from grader import compiled_kernels, glance, hidden, reasons, stack
 from grader.results import Grade, TestResult, possible, summary_line
 from grader.terminal import plain  # noqa: F401  (where cli.py and summary.py take it from)
 from grader.text import printable
@@ -69,7 +69,7 @@ class LogAxis:
         return width * math.log(ratio / self.low) / math.log(self.high / self.low)
 
 
-def render_html(grade: Grade) -> str:
+def render_html(grade: Grade, profile=None) -> str:
     grade = hidden.for_student(grade)  # a hidden case's inputs and diagnosis wait for the deadline
     lines = glance.parts(grade)
     speeds = [(line, speed) for line in lines for speed in line.speeds]
@@ -77,9 +77,10 @@ def render_html(grade: Grade) -> str:
     template = templates().get_template("report.html.j2")
     return template.render(grade=grade, groups=grade.by_assignment(), hints=HINTS, summary=summary_line(grade),
                            warning=stack.warning(grade.environment), lines=lines, speeds=speeds, axis=axis,
-                           points_of=glance.points_of)  # fmt: skip
+                           points_of=glance.points_of, compiled_kernels=compiled_kernels.for_report(grade.tests),
+                           profile=profile)  # fmt: skip
 
 
-def write_html(grade: Grade, path: Path) -> None:
+def write_html(grade: Grade, path: Path, profile=None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(grade))
+    path.write_text(render_html(grade, profile))

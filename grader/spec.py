@@ -16,6 +16,11 @@ A Triton part may require how its kernels load: `loads = "block_pointers"` means
 kernels load goes through `tl.make_block_ptr` or a tensor descriptor, never a tensor of pointers
 (judged from each launched kernel's TTIR, integrity.required_loads); `"any"`, the default, asks nothing.
 
+A part may name what its lesson reads in its compiled kernels: `teaches = ["tensor_cores"]` (its
+products on tensor cores), `"vector_loads"` (128-bit loads), `"bank_conflicts"` (shared-memory
+accesses that conflict on banks); the report then says what the kernels' code shows of each
+(advice, never graded: compiled_kernels.py).
+
 A timed part may show a second baseline beside the graded one: `shown = { label = "torch.compile",
 function = "relu_chain", compiled = true }` times that reference.py function too (here through
 torch.compile, compiled during the warm-up calls), and the report gives the student's speed
@@ -39,6 +44,9 @@ LAYOUTS = ("contiguous", "strided")
 TIERS = ("cpu", "gpu", "both")
 KERNELS = ("triton", "cuda", "none")
 LOADS = ("any", "block_pointers")  # what a part requires of its kernels' loads
+# What a part's lesson is about in its compiled kernels, read from their code and shown as advice
+# (compiled_kernels.py): tensor-core instructions, 128-bit loads, shared-memory bank conflicts.
+TEACHES = ("tensor_cores", "vector_loads", "bank_conflicts")
 # The functions of reference.py a part calls (by default `<part name>_<key>`), and those a CUDA C
 # part calls besides.
 FUNCTIONS = ("inputs", "reference", "baseline", "traffic")
@@ -127,6 +135,7 @@ class Part:
     # descriptor (forbidden_op otherwise); "any": no requirement.
     loads: str = "any"
     shown: Shown | None = None
+    teaches: tuple[str, ...] = ()  # of TEACHES: what the report reads from its compiled kernels
 
     @property
     def is_cuda(self) -> bool:
@@ -250,6 +259,14 @@ def _check_functions(table: Table, part: Part, defined: frozenset[str]) -> None:
                             f"{default}; it defines {public}")  # fmt: skip
 
 
+def _teaches(table: Table) -> tuple[str, ...]:
+    expected = f"a list of what the part's kernels are read for, each one of {', '.join(TEACHES)}"
+    found = table.get("teaches", list, expected, [])
+    if not all(isinstance(item, str) and item in TEACHES for item in found):
+        raise table.fail("teaches", expected)
+    return tuple(found)
+
+
 def _shown(table: Table) -> Shown:
     shown = Shown(label=table.get("label", str, "the name the report gives it"),
                   function=table.get("function", str, "a function name in reference.py"),
@@ -289,6 +306,7 @@ def _part(table: Table, defined: frozenset[str]) -> Part:
         bonus=table.flag("bonus"),
         loads=table.choice("loads", LOADS, "any"),
         shown=_shown(table.table("shown")) if "shown" in table.data else None,
+        teaches=_teaches(table),
     )
     points.finish()
     table.finish()

@@ -212,3 +212,26 @@ def _where_to_begin(grade: Grade, assignment: str, part: str) -> str:
     handout = (REPO_ROOT / "assignments" / assignment / "README.md").relative_to(REPO_ROOT)
     folder = _title(grade).removeprefix("Grades for ")
     return f"{folder}/{assignment}/{file}, as its handout {handout} explains."
+def _percent(value: float | None) -> str:
+    return f"{value:.0f}%" if value is not None else "?"
+
+
+def print_profile(found, console: Console) -> None:
+    """`profile`'s speed-of-light summary (profiling.py): a row per profiled kernel, or why none."""
+    if found.note:
+        console.print(plain(f"Profile: {found.note}"))
+        return
+    table = Table(title="Nsight Compute, one call of each timed case (advice, not graded)")
+    for column in ("case", "kernel", "time", "compute", "memory", "busiest", "reading"):
+        table.add_column(column, overflow="fold")
+    for case in found.cases:
+        label = plain(f"{case.assignment}/{case.part} {case.case}")
+        if case.error:
+            table.add_row(label, "", "", "", "", "", plain(case.error, "red"))
+        for k in case.kernels:
+            time = f"{k['duration_ns'] / 1e3:.1f} us" if k["duration_ns"] is not None else "?"
+            table.add_row(label, plain(k["kernel"]), time, _percent(k["compute_pct"]), _percent(k["memory_pct"]),
+                          plain(k["limit"]), plain(k["reading"]))  # fmt: skip
+    console.print(table)
+
+

@@ -62,6 +62,9 @@ def _broken(tmp_path, repo, old: str, new: str, file: str = "assignment.toml"):
         ('kernel = "triton"', 'kernel = "triton"\nmax_kernels = 0', r"key 'max_kernels': expected a positive number"),
         ('kernel = "triton"', 'kernel = "triton"\nloads = "blockpointers"', r"key 'loads': expected one of any, block_pointers"),
         ('kernel = "triton"', 'kernel = "none"\nloads = "block_pointers"', r"key 'loads': expected \"any\" for kernel = \"none\""),
+        ('kernel = "triton"', 'kernel = "triton"\nteaches = ["tensor_core"]',
+         r"key 'teaches': expected a list of .* each one of tensor_cores, vector_loads, bank_conflicts"),
+        ('kernel = "triton"', 'kernel = "triton"\nteaches = "tensor_cores"', r"key 'teaches': expected a list"),
     ],
 )
 def test_bad_file_names_path_key_and_expectation(tmp_path, repo, old, new, expected):

@@ -38,8 +38,8 @@ from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.runtime.jit import JITFunction
 
-from grader.child import loads
-from grader.messages import KernelLoads
+from grader.child import loads, resources
+from grader.messages import KernelLoads, KernelResources
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,7 @@ class KernelReport:
     spills: int | None = None  # local memory per thread / 4, as Triton's n_spills counts it (advice)
     tf32_dots: int = 0  # tl.dot on float32 operands that the GPU runs in TF32
     loads: KernelLoads | None = None  # how it loads its tiles (block pointers, descriptors, pointers)
+    resources: KernelResources | None = None  # what it asks of an SM and is made of (advice: resources.py)
     missing_allocator: bool = False  # needs global scratch (in-kernel descriptors): no triton.set_allocator
     autotuned: bool = False  # only launched by a several-config @triton.autotune (see `launches`)
     skippable: bool = False  # an error the GPU's autotuner skips a config for (_autotuner_skips)
@@ -408,6 +409,7 @@ def _compile_once(launch: _Launch, target: Target) -> Compilation:
     report.registers, report.spills = _resource_usage(kernel)
     report.tf32_dots = tf32_dots(kernel.asm.get("ttir", ""))
     report.loads = loads.count(report.kernel, report.file, kernel.asm.get("source"))
+    report.resources = resources.of_compiled(kernel, report.kernel, report.file, report.registers, report.spills)
     return Compilation(report, kernel)
 
 

@@ -70,7 +70,8 @@ class LaunchLog:
         for log in _LOGS:
             log.counts[(name, file, own)] += 1
             if isinstance(getattr(compiled, "asm", None), dict):  # a CompiledKernel: the GPU tier
-                log.compiled.setdefault(id(compiled), (compiled, name, file))
+                log.compiled.pop(id(compiled), None)  # kept in the order of their last launch (monitor.py)
+                log.compiled[id(compiled)] = (compiled, name, file)
 
 
 def install(own_root: Path, on_interpreted_launch: Callable | None = None) -> None:

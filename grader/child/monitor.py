@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from grader.child import marks
+from grader.child import marks, resources
 from grader.child.activity import Session, summarize
 from grader.child.allocations import Allocations, GuardedAllocations
 from grader.child.hooks import LaunchLog
@@ -53,6 +53,7 @@ class CallMonitor:
         found = summarize(self.session, self.record.excluded, self.record.where)
         found.launches = self.log.entries()
         found.loads = self.log.loads()  # GPU tier; the CPU tier's come from gpu_target (worker.py)
+        found.resources = launched_resources(self.log)
         return found
 
 
@@ -79,7 +80,18 @@ class TimingMonitor:
     def activity(self) -> Activity:
         found = summarize(self.session)
         found.launches = self.log.entries()
+        found.resources = launched_resources(self.log)
         return found
+
+
+def launched_resources(log: LaunchLog) -> list:
+    """GPU tier: the resources of each kernel of the student's own files that the block launched, in
+    the specialization it launched last: an autotuner's trials come before the launch of the config
+    it picked (hooks.py keeps the compiled kernels in the order of their last launch). Advice,
+    never judged (compiled_kernels.py)."""
+    last = {(name, file): compiled for compiled, name, file in log.compiled.values()
+            if Path(file).resolve().is_relative_to(log.own_root)}  # fmt: skip
+    return [resources.of_compiled(compiled, name, file) for (name, file), compiled in last.items()]
 
 
 def merge(first: Activity, second: Activity) -> Activity:
@@ -108,4 +120,6 @@ def merge(first: Activity, second: Activity) -> Activity:
         targets=first.targets + second.targets,
         loads=first.loads + second.loads,
         windows=first.windows + second.windows,
+        # A case's second call launches what the first picked, without an autotuner's trials.
+        resources=second.resources or first.resources,
     )
