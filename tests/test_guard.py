@@ -871,3 +871,27 @@ def test_files_written_from_cpp_and_host_reads_pass_the_guard(tmp_path: Path) ->
     assert noted.get("torch._C.TensorBase.numpy") == 2000, noted  # x.numpy() and TensorBase.numpy(x)
     assert noted.get("torch._C.TensorBase.tolist") == 1003, noted  # 1000 values, then 3
     assert noted.get("torch.as_tensor") == 1000 and noted.get("torch.from_numpy") == 500, noted
+
+
+def test_library_folders_on_the_import_path_are_trusted_and_the_gradings_own_are_not(tmp_path, monkeypatch):
+    """Which folders of the import path hold library code: a repository and its virtual environment
+    may lie anywhere, under /tmp too (a clone there failed every unsandboxed grading while /tmp was
+    distrusted by name); the grading's own folder (the student's copy, the libraries built from it)
+    and a writable scratch folder never do. A folder bound read-only under the sandbox's /tmp does."""
+    from grader.child import guard
+
+    venv, grading, scratch = tmp_path / "repo" / ".venv" / "site", tmp_path / "grade-x", tmp_path / "scratch"
+    student, built, dropped, bound = grading / "submission", grading / "libraries", scratch / "dropped", scratch / "bound"
+    for folder in (venv, student, built, dropped, bound):
+        folder.mkdir(parents=True)
+    bound.chmod(0o555)
+    monkeypatch.setattr(sys, "path", sys.path + [str(f) for f in (venv, student, built, dropped, bound)])
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    try:
+        trusted = guard._trusted_roots(student)
+    finally:
+        bound.chmod(0o755)
+    assert str(venv) + os.sep in trusted
+    assert not {str(f) + os.sep for f in (student, built, dropped)} & set(trusted), trusted
+    if os.geteuid() != 0:  # root may write anywhere: a read-only folder is one only as a mount
+        assert str(bound) + os.sep in trusted

@@ -135,7 +135,7 @@ def _new_state(student_root: Path, sanctioned: set, boundary: set, kept: dict | 
     objects, so no id is reused while it is in one."""
     return SimpleNamespace(
         student_root=str(student_root) + os.sep,
-        trusted=_trusted_roots(),
+        trusted=_trusted_roots(student_root),
         sanctioned={id(c): c for c in sanctioned},
         boundary={id(c): c for c in boundary},
         refusals=[],  # (kind, what, where), as Refusal once the harness takes them
@@ -148,10 +148,23 @@ def _new_state(student_root: Path, sanctioned: set, boundary: set, kept: dict | 
     )
 
 
-def _trusted_roots() -> tuple[str, ...]:
-    """Real files here are library code: the Python installation and the grader itself."""
+def _trusted_roots(student_root: Path) -> tuple[str, ...]:
+    """Real files here are library code: the Python installation and the grader itself. Of the
+    import path as it is before student code runs, every folder but the grading's own (its work
+    folder, which holds the student's copy and the libraries built from it, and the child's scratch
+    and home): a folder whose files student code could have written is never the library's. (A
+    repository, and the virtual environment beside it, may lie under /tmp.)"""
     paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    paths.update(p for p in sys.path if p and os.path.isdir(p) and not p.startswith(("/tmp", "/dev")))
+    grading = os.path.realpath(student_root.parent) + os.sep
+    scratch = tuple(os.path.realpath(os.environ[v]) + os.sep for v in ("TMPDIR", "HOME", "TRITON_CACHE_DIR")
+                    if os.environ.get(v))  # fmt: skip
+
+    def theirs(folder: str) -> bool:
+        # In the sandbox, /tmp is the child's own; what is bound under it read-only is not.
+        real = os.path.realpath(folder) + os.sep
+        return real.startswith(grading) or (real.startswith(scratch) and os.access(folder, os.W_OK))
+
+    paths.update(p for p in sys.path if p and os.path.isdir(p) and not p.startswith("/dev") and not theirs(p))
     paths.add(str(Path(__file__).resolve().parent.parent))
     roots = {os.path.realpath(p) + os.sep for p in paths}
     # The grader as Python loaded it too: its code objects carry that name, which may pass through a
