@@ -26,7 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 import grader
-from grader import intake, salt, sandbox, summary
+from grader import intake, salt, sandbox
+from grader.reporting import summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
 from grader.course.config import Course, CourseError, load_course, read_course_salt
@@ -37,8 +38,8 @@ from grader.gradebook import Entry, Gradebook, Key
 from grader.grading import Settings, grade_assignment
 from grader.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
 from grader.intake import Submission
-from grader.report import plain
-from grader.results import TestResult
+from grader.reporting.report import plain
+from grader.reporting.results import TestResult
 from grader.spec import Assignment, assignment_names
 
 CPU_WORKERS = 2  # each grading runs a child process of its own: two keep a small machine busy

@@ -16,11 +16,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from grader import profiling, report, terminal
+from grader import profiling
+from grader.reporting import report, terminal
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
-from grader.results import write_json
+from grader.reporting.results import write_json
 from grader.spec import REPO_ROOT, SpecError, load_assignments
 
 USAGE_ERROR, GRADER_FAULT = 2, 1
@@ -192,7 +193,7 @@ def release(args: argparse.Namespace, console: Console) -> int:
 
 
 def gradescope(args: argparse.Namespace, console: Console) -> int:
-    from grader import gradescope as autograder
+    from grader.reporting import gradescope as autograder
 
     names = autograder.build_zip(args.out)
     console.print(f"Gradescope autograder: {args.out} ({len(names)} files). Upload it as the assignment's "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.results import TestResult, possible
+from grader.reporting.results import TestResult, possible
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS grades (

@@ -25,7 +25,7 @@ from grader.gpu_lock import GpuLock
 from grader.judging import TaskResult
 from grader.messages import CaseReport, Failure, Job, Task
 from grader.numerics import Verdict
-from grader.results import Grade, TestResult
+from grader.reporting.results import Grade, TestResult
 from grader.spec import Assignment, Case, Part
 from grader.witness import build as witness_build
 from grader.witness import judge as witness_judge

@@ -42,7 +42,7 @@ from grader.exec_walls import Walls
 from grader.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.spec import REPO_ROOT, load_assignment
-from grader.text import printable
+from grader.reporting.text import printable
 from grader.witness import build as witness_build
 from grader.witness import stream as witness_stream
 

@@ -46,7 +46,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, BinaryIO, Iterable
 
 from grader.reasons import CHILD_FAILURES
-from grader.text import printable
+from grader.reporting.text import printable
 
 PREFIX = struct.Struct(">IQ")  # header length, payload length
 MAC_BYTES = 32

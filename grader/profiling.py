@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import cuda_build, ncu
-from grader.results import Grade
+from grader.reporting.results import Grade
 from grader.spec import REPO_ROOT, Assignment
 
 TIMEOUT_S = 300  # one benchmark: the warm-up's compiling and autotuning, then ncu's replays of one call

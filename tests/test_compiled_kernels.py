@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import SUBMISSIONS, TESTS, grade, known_wrong, requires_gpu
-from grader import compile_cache, compiled_kernels, report
+from grader import compile_cache, compiled_kernels
+from grader.reporting import report
 from grader.child import hooks, monitor, resources
 from grader.grading import Settings, grade_submission
 from grader.messages import Activity, KernelResources, TargetReport

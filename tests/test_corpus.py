@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TESTS, grade, requires_gpu
-from grader.results import REASONS
+from grader.reporting.results import REASONS
 from grader.spec import load_assignments
 
 CORPUS = TESTS / "corpus"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import archives, intake, summary
+from grader import archives, intake
+from grader.reporting import summary
 from grader.spec import assignment_names
 
 ASSIGNMENTS = assignment_names()

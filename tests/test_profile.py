@@ -20,7 +20,7 @@ import pytest
 
 from conftest import requires_gpu
 from grader import ncu, profiling
-from grader.results import Grade, TestResult
+from grader.reporting.results import Grade, TestResult
 from grader.spec import REPO_ROOT, load_assignments
 
 CONSTRUCTED_CSV = textwrap.dedent('''\

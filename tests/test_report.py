@@ -17,12 +17,13 @@ import pytest
 import torch
 from rich.console import Console
 
-from grader import glance, judging, report, stack, summary, terminal
+from grader import judging, stack
+from grader.reporting import glance, report, summary, terminal
 from grader.gradebook import Entry, Key
 from grader.messages import Activity, BenchReport, Timings
 from grader.numerics import judge
-from grader import results
-from grader.results import Grade, TestResult, write_json
+from grader.reporting import results
+from grader.reporting.results import Grade, TestResult, write_json
 from grader.spec import REPO_ROOT, Tolerance, load_assignments
 
 pytestmark = pytest.mark.student

@@ -14,9 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-from grader import judging, report
+from grader import judging
+from grader.reporting import report
 from grader.messages import Activity, BenchReport, Timings
-from grader.results import Grade, TestResult
+from grader.reporting.results import Grade, TestResult
 from grader.spec import load_assignments
 from test_report import _class_grade, _grade
 

@@ -13,7 +13,7 @@ import torch
 
 from grader import judging
 from grader.messages import Activity, BenchReport, Followup, Observation, Returned, Timings
-from grader.results import Grade, TestResult, gradescope, summary_line
+from grader.reporting.results import Grade, TestResult, gradescope, summary_line
 from grader.spec import Part, Performance, load_assignments
 
 pytestmark = pytest.mark.student

@@ -13,9 +13,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import glance, reasons, stack
+from grader import reasons, stack
+from grader.reporting import glance
 from grader.course import leaderboard
-from grader.text import printable
+from grader.reporting.text import printable
 
 REASONS = reasons.CODES
 KINDS = ("build", "correctness", "performance", "integrity")

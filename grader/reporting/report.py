@@ -1,6 +1,6 @@
 """The self-contained HTML report a student reads (the terminal's table is terminal.py's).
 
-The HTML comes from Jinja2 templates in grader/templates/ (inline CSS and SVG, nothing fetched
+The HTML comes from Jinja2 templates in grader/reporting/templates/ (inline CSS and SVG, nothing fetched
 from the network), so a report opens the same on a laptop offline as on a course server.
 """
 
@@ -13,10 +13,11 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from grader import compiled_kernels, glance, hidden, reasons, stack
-from grader.results import Grade, TestResult, possible, summary_line
-from grader.terminal import plain  # noqa: F401  (where cli.py and summary.py take it from)
-from grader.text import printable
+from grader import compiled_kernels, reasons, stack
+from grader.reporting import glance, hidden
+from grader.reporting.results import Grade, TestResult, possible, summary_line
+from grader.reporting.terminal import plain  # noqa: F401  (where cli.py and summary.py take it from)
+from grader.reporting.text import printable
 
 TEMPLATES = Path(__file__).parent / "templates"
 

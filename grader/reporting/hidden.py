@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from grader.results import Grade, TestResult
+from grader.reporting.results import Grade, TestResult
 
 HIDDEN_OUTPUT = "A hidden case: its inputs and what went wrong are shown after the deadline."
 

@@ -1,7 +1,7 @@
 """What a batch leaves for the teaching assistant: a report per student, grades.csv, a class page, a table.
 
 Everything is rebuilt from gradebook entries, so a resumed run writes the same files as a run that
-was never interrupted. The class page (grader/templates/summary.html.j2) answers what a TA asks
+was never interrupted. The class page (grader/reporting/templates/summary.html.j2) answers what a TA asks
 first: how the scores spread, which parts the class found hard, what went wrong most often, and
 which submissions a person should look at (crashes, hangs, rule-breaking, copies).
 """
@@ -18,13 +18,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import intake, reasons, report, sandbox, stack
+from grader import intake, reasons, sandbox, stack
+from grader.reporting import report
 from grader.course import outputs as course_outputs
 from grader.course.outputs import CourseOutputs
 from grader.gradebook import Entry
-from grader.results import Grade, possible, write_json
+from grader.reporting.results import Grade, possible, write_json
 from grader.spec import REPO_ROOT, Assignment
-from grader.text import csv_cell
+from grader.reporting.text import csv_cell
 
 REVIEW_REASONS = reasons.REVIEW  # the code broke the process or the rules, not just the numbers
 HISTOGRAM_BINS = 10

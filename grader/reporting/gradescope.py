@@ -21,8 +21,8 @@ from grader import stack
 from grader.environment import resolve_device
 from grader.grading import Settings, grade_submission
 from grader.isolation import graded_files
-from grader.report import write_html
-from grader.results import summary_line, write_json
+from grader.reporting.report import write_html
+from grader.reporting.results import summary_line, write_json
 from grader.spec import REPO_ROOT, Assignment, load_assignments
 
 # What the autograder needs: the grader and the assignments' data, never solutions/ or tests/.
@@ -47,7 +47,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 set -uo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 cd "$ROOT/source"
-exec "${PYTHON:-.venv/bin/python}" -m grader.gradescope "$ROOT"
+exec "${PYTHON:-.venv/bin/python}" -m grader.reporting.gradescope "$ROOT"
 """
 
 

@@ -9,10 +9,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from grader import results  # results.json's output carries the glance too: used at call time only
+from grader.reporting import results  # results.json's output carries the glance too: used at call time only
 
 if TYPE_CHECKING:
-    from grader.results import Grade, TestResult
+    from grader.reporting.results import Grade, TestResult
 
 ORDER = {"failed": 0, "partial": 1, "passed": 2, "not graded": 3}
 

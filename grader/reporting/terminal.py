@@ -18,10 +18,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import glance, hidden, reasons, stack
-from grader.results import Grade, summary_line
+from grader import reasons, stack
+from grader.reporting import glance, hidden
+from grader.reporting.results import Grade, summary_line
 from grader.spec import REPO_ROOT, SpecError, load_assignment
-from grader.text import printable
+from grader.reporting.text import printable
 
 COLOURS = {"passed": "green", "partial": "yellow", "failed": "red", "not graded": "dim"}
 INDENT = "  "  # a part's name, under its assignment's
