@@ -37,7 +37,7 @@ OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benc
 
 # What a grading's processes import (the `grade` or batch process, a batch's workers, a child): on a
 # GPU image, the packages they import from the image are byte-compiled once, by reused_packages.
-GRADING_IMPORTS = ["torch", "triton", "numpy", "grader.grading", "grader.batch", "grader.reporting.report"]
+GRADING_IMPORTS = ["torch", "triton", "numpy", "grader.grading", "grader.course.batch", "grader.reporting.report"]
 
 
 def venv_python() -> Path:

@@ -128,8 +128,8 @@ def batch(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("--workers sizes the embedded cluster; with --scheduler, the cluster's own workers grade")
     assignments = _assignments(args.assignment)
     try:  # Dask is imported here only: `grade` works without it
-        from grader import batch as engine
-        from grader.intake import IntakeError
+        from grader.course import batch as engine
+        from grader.course.intake import IntakeError
     except ImportError as error:
         console.print(f"[red]error:[/] batch grading needs dask[distributed] ({error}); "
                       "install it with `.venv/bin/pip install 'dask[distributed]'`")  # fmt: skip
@@ -150,7 +150,7 @@ def batch(args: argparse.Namespace, console: Console) -> int:
 def override(args: argparse.Namespace, console: Console) -> int:
     """Keep the override in the gradebook, then write the last batch's outputs again (grading nobody)."""
     from grader.course import overrides
-    from grader.gradebook import Gradebook
+    from grader.course.gradebook import Gradebook
 
     book_path = args.out / "gradebook.sqlite"
     if not book_path.is_file():
@@ -169,7 +169,7 @@ def override(args: argparse.Namespace, console: Console) -> int:
     if last is None:
         console.print("No batch has run into this folder yet: the next `batch` shows the override.")
         return 0
-    from grader import batch as engine
+    from grader.course import batch as engine
 
     options = engine.Options(Path(last["submissions"]), args.out.resolve(), _assignments(last["assignments"]),
                              last["device"], None, None, False, frozenset(),
@@ -181,7 +181,7 @@ def override(args: argparse.Namespace, console: Console) -> int:
 
 
 def release(args: argparse.Namespace, console: Console) -> int:
-    from grader import release as bundle
+    from grader.course import release as bundle
 
     try:
         files = bundle.build(args.out)

@@ -25,8 +25,9 @@ import pytest
 pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
 import psutil  # noqa: E402  (comes with distributed)
 
-from grader import batch as engine  # noqa: E402
-from grader import intake, sandbox  # noqa: E402
+from grader.course import batch as engine  # noqa: E402
+from grader import sandbox  # noqa: E402
+from grader.course import intake
 from grader.cli import main
 from grader.spec import REPO_ROOT, load_assignment
 from conftest import gradebook_rows as rows_count, run_while_progressing  # noqa: E402

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import batch, gpu_lock, judging
+from grader import gpu_lock, judging
+from grader.course import batch
 from grader import grading as grading_module
 from grader.gpu_lock import ENVIRONMENT, GpuLock
 from grader.grading import AssignmentGrading, Phases, Settings, _Budget

@@ -182,7 +182,7 @@ def run(tmp_path_factory, solutions) -> Run:
     (home / "solutions" / "vector_add").mkdir(parents=True)
     (home / "solutions" / "vector_add" / "vector_add.py").write_text("# the decoy solution\n")
     (home / ".profile").write_text("# the TA's own file\n")
-    (root / "salt").write_text(SALT)  # the TA's secret, in a file no child sees (grader/salt.py)
+    (root / "salt").write_text(SALT)  # the TA's secret, in a file no child sees (grader/course/salt.py)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
     env.update(GRADER_SALT_FILE=str(root / "salt"), HOME=str(home), TMPDIR=str(tmp), **TA_SECRETS)
     # The batch's compile cache (compile_cache.CACHE_ROOT, under the HOME given here), seeded

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.release import MARKER
+from grader.course.release import MARKER
 from grader.spec import assignment_names, load_assignments
 
 pytestmark = pytest.mark.student

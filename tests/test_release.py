@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import release
+from grader.course import release
 from grader.reporting import gradescope
 from grader.spec import REPO_ROOT, load_assignments
 

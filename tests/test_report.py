@@ -19,7 +19,7 @@ from rich.console import Console
 
 from grader import judging, stack
 from grader.reporting import glance, report, summary, terminal
-from grader.gradebook import Entry, Key
+from grader.course.gradebook import Entry, Key
 from grader.messages import Activity, BenchReport, Timings
 from grader.numerics import judge
 from grader.reporting import results

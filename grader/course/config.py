@@ -111,7 +111,7 @@ def read_course_salt(course: Course | None) -> str:
     """The salt from the file course.toml names ('' where it names none), read as every salt file
     is (salt.read_salt: never one a child of the grader could read). GRADER_SALT in the
     environment is refused whichever file is used."""
-    from grader import salt
+    from grader.course import salt
 
     if course is None or course.salt_file is None:
         return ""

@@ -16,7 +16,7 @@ from pathlib import Path
 from grader.course import adjustments, canvas, late, leaderboard, overrides, similarity
 from grader.course.adjustments import StudentCourse
 from grader.course.config import Course
-from grader.gradebook import Entry
+from grader.course.gradebook import Entry
 from grader.reporting.results import Grade
 from grader.spec import REPO_ROOT, Assignment
 from grader.reporting.text import csv_cell

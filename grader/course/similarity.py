@@ -182,7 +182,7 @@ def review(folders: dict[str, Path | None], assignments: list[Assignment], start
 
 def earlier_submissions(references: tuple[Path, ...]) -> dict[str, Path]:
     """Earlier terms' submissions: each reference folder holds a folder per student, laid out like starter/."""
-    from grader.intake import submission_root
+    from grader.course.intake import submission_root
     from grader.spec import assignment_names
 
     found = {}

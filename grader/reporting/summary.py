@@ -18,11 +18,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import intake, reasons, sandbox, stack
+from grader import reasons, sandbox, stack
+from grader.course import intake
 from grader.reporting import report
 from grader.course import outputs as course_outputs
 from grader.course.outputs import CourseOutputs
-from grader.gradebook import Entry
+from grader.course.gradebook import Entry
 from grader.reporting.results import Grade, possible, write_json
 from grader.spec import REPO_ROOT, Assignment
 from grader.reporting.text import csv_cell

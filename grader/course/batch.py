@@ -26,7 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 import grader
-from grader import intake, salt, sandbox
+from grader import sandbox
+from grader.course import intake, salt
 from grader.reporting import summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
@@ -34,10 +35,10 @@ from grader.course.config import Course, CourseError, load_course, read_course_s
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, describe, resolve_device
 from grader.gpu_lock import ENVIRONMENT, GpuLock
-from grader.gradebook import Entry, Gradebook, Key
+from grader.course.gradebook import Entry, Gradebook, Key
 from grader.grading import Settings, grade_assignment
 from grader.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
-from grader.intake import Submission
+from grader.course.intake import Submission
 from grader.reporting.report import plain
 from grader.reporting.results import TestResult
 from grader.spec import Assignment, assignment_names

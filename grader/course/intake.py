@@ -1,6 +1,6 @@
 """A class's submissions, found in one folder: a folder or an archive per student, or a Gradescope export.
 
-Archives are unpacked as hostile input (grader/archives.py). Names are hostile too: each entry
+Archives are unpacked as hostile input (grader/course/archives.py). Names are hostile too: each entry
 names its student, whose folder the batch writes beside its own files, so a name that is no safe
 folder name (empty, hidden, holding a separator or a control character), one the caller reserves
 (the batch's grades.csv), and an entry that is a link (to solutions/, to a classmate's folder) are
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml  # installed with dask, which the batch needs anyway
 
-from grader.archives import IGNORED, ArchiveError, unpack
+from grader.course.archives import IGNORED, ArchiveError, unpack
 from grader.isolation import graded_files
 
 # What a student may hand in besides a folder; the content, not the suffix, says how it is read.
