@@ -17,7 +17,7 @@ import dataclasses
 
 from grader import occupancy
 from grader.messages import Activity, KernelResources
-from grader.numerics import Verdict
+from grader.judging.numerics import Verdict
 
 SM = occupancy.SM90
 GPU = "an H100 or H200 SM"

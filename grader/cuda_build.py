@@ -116,6 +116,6 @@ def kernels_in(library: Path, compiler: str) -> tuple[str, ...]:
     if not mangled or demangler is None:
         return tuple(mangled)
     demangled = subprocess.run([demangler], input="\n".join(mangled), capture_output=True, text=True).stdout.split("\n")
-    from grader.integrity import kernel_base
+    from grader.judging.integrity import kernel_base
 
     return tuple(sorted({kernel_base(name) for name in demangled if name.strip()}))

@@ -108,7 +108,7 @@ def _with_launch(kernel: CudaKernel, launch: cuda_launches.Launch | None) -> Ker
 def _same_kernel(launched: str, compiled: str) -> bool:
     """Whether a launch in the source names this compiled kernel: the same base name, and the same
     template arguments where the launch's could be worked out (cu++filt writes `k<(int)1>`)."""
-    from grader.integrity import kernel_base  # imports torch, which building needs not
+    from grader.judging.integrity import kernel_base  # imports torch, which building needs not
 
     if kernel_base(launched) != kernel_base(compiled):
         return False

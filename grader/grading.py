@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import (cases, compile_cache, compiled_kernels, cuda_build, integrity, isolation, judging, output_sizes,
-                    overlap, reasons, sandbox)
+from grader import cases, compile_cache, compiled_kernels, cuda_build, isolation, output_sizes, overlap, sandbox
+from grader.judging import integrity, reasons
+from grader.judging import verdicts as judging
 from grader.child.submission import missing_file_message
 from grader.environment import describe
 from grader.gpu_lock import GpuLock
-from grader.judging import TaskResult
+from grader.judging.verdicts import TaskResult
 from grader.messages import CaseReport, Failure, Job, Task
-from grader.numerics import Verdict
+from grader.judging.numerics import Verdict
 from grader.reporting.results import Grade, TestResult
 from grader.spec import Assignment, Case, Part
 from grader.witness import build as witness_build

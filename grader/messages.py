@@ -45,7 +45,7 @@ from _hashlib import openssl_sha256 as _sha256
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, BinaryIO, Iterable
 
-from grader.reasons import CHILD_FAILURES
+from grader.judging.reasons import CHILD_FAILURES
 from grader.reporting.text import printable
 
 PREFIX = struct.Struct(">IQ")  # header length, payload length

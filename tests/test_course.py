@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from grader import judging
+from grader.judging import verdicts as judging
 from grader.reporting import hidden, report, summary
 from grader.reporting import terminal as terminal_table
 from grader.course import adjustments, canvas, late, leaderboard, outputs, overrides, similarity

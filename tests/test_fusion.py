@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import integrity, ops
+from grader.judging import integrity, ops
 from grader.child.monitor import CallMonitor
 from grader.messages import Activity, LaunchCount, OpCount
 from grader.spec import REPO_ROOT, load_assignment

@@ -14,14 +14,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import gpu_lock, judging
+from grader import gpu_lock
+from grader.judging import verdicts as judging
 from grader.course import batch
 from grader import grading as grading_module
 from grader.gpu_lock import ENVIRONMENT, GpuLock
 from grader.grading import AssignmentGrading, Phases, Settings, _Budget
-from grader.judging import TaskResult
+from grader.judging.verdicts import TaskResult
 from grader.messages import Failure
-from grader.numerics import Verdict
+from grader.judging.numerics import Verdict
 from grader.spec import load_assignments
 
 

@@ -17,11 +17,12 @@ import pytest
 import torch
 from rich.console import Console
 
-from grader import judging, stack
+from grader import stack
+from grader.judging import verdicts as judging
 from grader.reporting import glance, report, summary, terminal
 from grader.course.gradebook import Entry, Key
 from grader.messages import Activity, BenchReport, Timings
-from grader.numerics import judge
+from grader.judging.numerics import judge
 from grader.reporting import results
 from grader.reporting.results import Grade, TestResult, write_json
 from grader.spec import REPO_ROOT, Tolerance, load_assignments

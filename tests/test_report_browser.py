@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from grader import judging
+from grader.judging import verdicts as judging
 from grader.reporting import report
 from grader.messages import Activity, BenchReport, Timings
 from grader.reporting.results import Grade, TestResult

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 import torch
 
-from grader import judging
+from grader.judging import verdicts as judging
 from grader.messages import Activity, BenchReport, Followup, Observation, Returned, Timings
 from grader.reporting.results import Grade, TestResult, gradescope, summary_line
 from grader.spec import Part, Performance, load_assignments

@@ -13,7 +13,7 @@ import torch
 
 from conftest import requires_gpu
 from grader import cases
-from grader.numerics import judge
+from grader.judging.numerics import judge
 from grader.spec import load_assignments
 
 pytestmark = pytest.mark.student

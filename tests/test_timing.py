@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from grader import steadiness
+from grader.judging import steadiness
 from grader.child import timing
-from grader.judging import speed_metrics
+from grader.judging.verdicts import speed_metrics
 from grader.messages import Activity, BenchReport, Timings
 from grader.spec import Performance, Tolerance
 

@@ -41,7 +41,7 @@ from torch.autograd import DeviceType
 from torch.autograd import profiler as autograd_profiler
 from torch.autograd.profiler_util import _filter_name, _rewrite_name
 
-from grader import ops
+from grader.judging import ops
 from grader.messages import Activity, KernelCount, OpCount
 
 NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")

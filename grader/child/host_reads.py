@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from grader.messages import OpCount
-from grader.ops import HOST
+from grader.judging.ops import HOST
 
 # Gateways by owner; each is noted as `host::<name>`.
 GATEWAYS = {

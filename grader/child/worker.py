@@ -17,7 +17,8 @@ from typing import Callable, Iterator
 
 import torch
 
-from grader import cases, poison
+from grader import cases
+from grader.judging import poison
 from grader.child import dispatch_state, imported, marks, timing
 from grader.child.allocations import GuardedAllocations
 from grader.child.guard import TAMPERING

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import reasons, stack
+from grader import stack
+from grader.judging import reasons
 from grader.reporting import glance
 from grader.course import leaderboard
 from grader.reporting.text import printable

@@ -39,7 +39,7 @@ from typing import Callable
 
 import torch
 
-from grader import locate, numerics
+from grader.judging import locate, numerics
 from grader.spec import Tolerance
 
 EXPLAINS = 0.2  # the alternative reference must cut the error at least five-fold

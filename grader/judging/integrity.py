@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from grader import ops
+from grader.judging import ops
 from grader.messages import Activity, KernelLoads, OpCount
-from grader.numerics import Verdict
+from grader.judging.numerics import Verdict
 from grader.spec import Part
 
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader import cases, diagnosis, integrity, numerics, output_sizes, steadiness
+from grader import cases, output_sizes
+from grader.judging import diagnosis, integrity, numerics, steadiness
 from grader.isolation import OutputFile
 from grader.messages import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
-from grader.numerics import Verdict
+from grader.judging.numerics import Verdict
 from grader.spec import Assignment, Case, Part
 from grader.witness import judge as witness_judge
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader import locate, poison
+from grader.judging import locate, poison
 from grader.spec import Tolerance
 
 
