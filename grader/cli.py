@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from grader import profiling
+from grader.kernels import profiling
 from grader.reporting import report, terminal
 from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, resolve_device

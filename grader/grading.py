@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import cases, compile_cache, compiled_kernels, cuda_build, isolation, output_sizes, overlap, sandbox
+from grader import cases, compile_cache, isolation, output_sizes, overlap, sandbox
+from grader.kernels import compiled_kernels, cuda_build
 from grader.judging import integrity, reasons
 from grader.judging import verdicts as judging
 from grader.child.submission import missing_file_message

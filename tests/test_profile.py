@@ -1,4 +1,4 @@
-"""`make profile` (grader/profiling.py): Nsight Compute's speed-of-light summary of each timed case.
+"""`make profile` (grader/kernels/profiling.py): Nsight Compute's speed-of-light summary of each timed case.
 
 THE CSV SAMPLE BELOW IS CONSTRUCTED, not recorded: it follows the layout of `ncu --import REPORT
 --csv --page raw --print-units base` (a header of metric names, a row of units, a row per kernel)
@@ -19,7 +19,7 @@ import textwrap
 import pytest
 
 from conftest import requires_gpu
-from grader import ncu, profiling
+from grader.kernels import ncu, profiling
 from grader.reporting.results import Grade, TestResult
 from grader.spec import REPO_ROOT, load_assignments
 

@@ -7,7 +7,7 @@ the benchmark's inputs on the GPU, calls it twice unprofiled (Triton compiles an
 there), then once between cudaProfilerStart and cudaProfilerStop: run under `ncu
 --profile-from-start off`, only the kernels of that one call are profiled. No sandbox, no
 guard, no grading: it is advice the student asks for on their own code, on their own machine
-(grader/profiling.py). It prints one JSON line: {"ok": true} or {"ok": false, "error": "..."}.
+(grader/kernels/profiling.py). It prints one JSON line: {"ok": true} or {"ok": false, "error": "..."}.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """What a compiled Triton kernel asks of an SM, and what its code is made of: registers and spills
 per thread, shared memory per block, warps and pipelining stages, and the facts of its PTX
-(tensor-core instructions, 128-bit loads: grader/ptx.py).
+(tensor-core instructions, 128-bit loads: grader/kernels/ptx.py).
 
 Both tiers read Triton's CompiledKernel: the CPU tier the kernel it compiled for the GPU target
 (gpu_target.py; registers and spills from the cubin, as cuobjdump reads them), the GPU tier the
 kernel a launch returned (hooks.py; registers and spills as the driver reported them when it
 loaded the kernel). The parent turns these figures into the occupancy on the grading GPU and
-into readings (grader/compiled_kernels.py).
+into readings (grader/kernels/compiled_kernels.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 
-from grader import ptx
+from grader.kernels import ptx
 from grader.messages import KernelResources
 
 _cache: dict[str, KernelResources] = {}  # per compiled kernel (its hash): PTX read once

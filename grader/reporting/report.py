@@ -13,7 +13,8 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from grader import compiled_kernels, stack
+from grader import stack
+from grader.kernels import compiled_kernels
 from grader.judging import reasons
 from grader.reporting import glance, hidden
 from grader.reporting.results import Grade, TestResult, possible, summary_line

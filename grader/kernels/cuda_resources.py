@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import cuda_launches, ptx
+from grader.kernels import cuda_launches, ptx
 from grader.messages import KernelResources
 
 RESERVED_SHARED = 1024  # counted in SHARED from sm_90 on, and added again by the occupancy calculator

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from grader import occupancy
+from grader.kernels import occupancy
 from grader.messages import Activity, KernelResources
 from grader.judging.numerics import Verdict
 

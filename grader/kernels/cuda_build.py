@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import cuda_resources
+from grader.kernels import cuda_resources
 
 BUILD_TIMEOUT_S = 120
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kernel-grader" / "cuda"

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import cuda_build, ncu
+from grader.kernels import cuda_build, ncu
 from grader.reporting.results import Grade
 from grader.spec import REPO_ROOT, Assignment
 
