@@ -22,7 +22,7 @@ from grader.compile_cache import CACHE_ROOT
 from grader.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
 from grader.reporting.results import write_json
-from grader.spec import REPO_ROOT, SpecError, load_assignments
+from grader.assignment.spec import REPO_ROOT, SpecError, load_assignments
 
 USAGE_ERROR, GRADER_FAULT = 2, 1
 

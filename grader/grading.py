@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import cases, compile_cache, isolation, output_sizes, overlap, sandbox
+from grader import compile_cache, isolation, overlap, sandbox
+from grader.assignment import cases, output_sizes
 from grader.kernels import compiled_kernels, cuda_build
 from grader.judging import integrity, reasons
 from grader.judging import verdicts as judging
@@ -28,7 +29,7 @@ from grader.judging.verdicts import TaskResult
 from grader.messages import CaseReport, Failure, Job, Task
 from grader.judging.numerics import Verdict
 from grader.reporting.results import Grade, TestResult
-from grader.spec import Assignment, Case, Part
+from grader.assignment.spec import Assignment, Case, Part
 from grader.witness import build as witness_build
 from grader.witness import judge as witness_judge
 

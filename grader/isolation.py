@@ -41,7 +41,7 @@ from grader import child_env, memory_cgroup, messages, sandbox
 from grader.exec_walls import Walls
 from grader.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
-from grader.spec import REPO_ROOT, load_assignment
+from grader.assignment.spec import REPO_ROOT, load_assignment
 from grader.reporting.text import printable
 from grader.witness import build as witness_build
 from grader.witness import stream as witness_stream

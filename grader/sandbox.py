@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import landlock, memory_cgroup
-from grader.spec import REPO_ROOT
+from grader.assignment.spec import REPO_ROOT
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 SHOWN_IN_REPO = ("grader", "assignments", ".venv")  # all the child may see of the repository

@@ -24,7 +24,7 @@ from filelock import FileLock, Timeout  # comes with torch
 from grader import compile_cache
 from grader.grading import Settings, grade_submission
 from grader.reporting.results import Grade
-from grader.spec import REPO_ROOT, load_assignments
+from grader.assignment.spec import REPO_ROOT, load_assignments
 
 TESTS = Path(__file__).resolve().parent
 SUBMISSIONS = TESTS / "submissions"

@@ -21,7 +21,7 @@ import pytest
 from conftest import requires_gpu
 from grader import compile_cache, isolation
 from grader.grading import Settings, grade_submission
-from grader.spec import REPO_ROOT, load_assignments
+from grader.assignment.spec import REPO_ROOT, load_assignments
 
 
 def _submission(root: Path, text: str = "") -> Path:

@@ -22,7 +22,7 @@ from grader.reporting import report
 from grader.child import hooks, monitor, resources
 from grader.grading import Settings, grade_submission
 from grader.messages import Activity, KernelResources, TargetReport
-from grader.spec import REPO_ROOT, load_assignments
+from grader.assignment.spec import REPO_ROOT, load_assignments
 
 
 def _kernel(**figures) -> KernelResources:

@@ -30,7 +30,7 @@ from grader.course.gradebook import Entry, Gradebook, Key
 from grader.messages import Activity, BenchReport, Timings
 from grader.reporting.results import Grade, TestResult, gradescope
 from conftest import grade, requires_gpu
-from grader.spec import REPO_ROOT, assignment_names, load_assignment, load_assignments
+from grader.assignment.spec import REPO_ROOT, assignment_names, load_assignment, load_assignments
 
 TESTS = Path(__file__).resolve().parent
 KNOWN = assignment_names()

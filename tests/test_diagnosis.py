@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from grader.judging import diagnosis
-from grader.spec import Tolerance
+from grader.assignment.spec import Tolerance
 
 FLOAT32 = Tolerance(rtol=1e-5, atol=1e-5, norm=1e-5)
 

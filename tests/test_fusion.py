@@ -17,7 +17,7 @@ import torch
 from grader.judging import integrity, ops
 from grader.child.monitor import CallMonitor
 from grader.messages import Activity, LaunchCount, OpCount
-from grader.spec import REPO_ROOT, load_assignment
+from grader.assignment.spec import REPO_ROOT, load_assignment
 
 pytestmark = pytest.mark.student
 

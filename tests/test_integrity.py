@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import cases
+from grader.assignment import cases
 from grader.judging import integrity
 from grader.judging import verdicts as judging
 from grader.child import timing
@@ -27,7 +27,7 @@ from grader.isolation import OutputFile
 from grader.judging.verdicts import TaskResult
 from grader.messages import (Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount,
                              Observation, Returned)  # fmt: skip
-from grader.spec import REPO_ROOT, Performance, Tolerance, load_assignment
+from grader.assignment.spec import REPO_ROOT, Performance, Tolerance, load_assignment
 
 ASSIGNMENT = load_assignment(REPO_ROOT / "assignments" / "vector_add")
 PART = ASSIGNMENT.parts[0]

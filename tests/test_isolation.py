@@ -30,7 +30,7 @@ from conftest import SUBMISSIONS, grade, requires_gpu
 from grader import isolation, limits, memory_cgroup, sandbox
 from grader.grading import AssignmentGrading, Settings
 from grader.messages import Failure, Job, Task
-from grader.spec import REPO_ROOT, SpecError, load_assignment
+from grader.assignment.spec import REPO_ROOT, SpecError, load_assignment
 
 HOSTILE = SUBMISSIONS / "vector_add"
 STATUS = sandbox.probe()
@@ -481,7 +481,7 @@ def test_the_correctness_child_starts_before_its_cases_are_sized(tmp_path, monke
     sizes, imports torch's compiler modules in the grading process, seconds on a loaded machine:
     the correctness child is started first and imports torch meanwhile, and the first run of cases
     goes to it. A submission without the part's file starts no child at all."""
-    from grader import output_sizes
+    from grader.assignment import output_sizes
 
     events = []
     real_spawn, real_run_child, real_size = isolation.spawn, isolation.run_child, output_sizes.output_bytes

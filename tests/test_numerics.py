@@ -7,7 +7,7 @@ import torch
 
 from grader.judging import locate, poison
 from grader.judging.numerics import judge
-from grader.spec import Tolerance
+from grader.assignment.spec import Tolerance
 
 pytestmark = pytest.mark.student
 

@@ -183,7 +183,7 @@ def test_the_driver_agrees_on_the_transpose_solution_kernels(tmp_path):
         pytest.skip("needs an sm_90 GPU (H100, H200) and nvcc")
     import ctypes
 
-    from grader.spec import REPO_ROOT
+    from grader.assignment.spec import REPO_ROOT
 
     source = REPO_ROOT / "solutions" / "transpose" / "transpose.cu"
     build = cuda_build.build(source)

@@ -14,7 +14,7 @@ import pytest
 
 from grader import overlap
 from grader.grading import Settings, grade_assignment
-from grader.spec import REPO_ROOT, load_assignments
+from grader.assignment.spec import REPO_ROOT, load_assignments
 
 
 def _a(name: str, gib: float):

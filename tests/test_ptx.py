@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from grader.kernels import cuda_build, cuda_launches, cuda_resources, ptx
-from grader.spec import REPO_ROOT
+from grader.assignment.spec import REPO_ROOT
 
 # The column read of a 32 x 32 float tile, `tile[tx][ty + j]`, as nvcc -O3 writes it (the transpose
 # solution's PTX, trimmed): the address is tile + 128 * tx + 4 * ty (+ 4 * j as an offset).

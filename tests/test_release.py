@@ -17,7 +17,7 @@ import pytest
 
 from grader.course import release
 from grader.reporting import gradescope
-from grader.spec import REPO_ROOT, load_assignments
+from grader.assignment.spec import REPO_ROOT, load_assignments
 
 
 @pytest.fixture(scope="module")

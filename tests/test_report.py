@@ -25,7 +25,7 @@ from grader.messages import Activity, BenchReport, Timings
 from grader.judging.numerics import judge
 from grader.reporting import results
 from grader.reporting.results import Grade, TestResult, write_json
-from grader.spec import REPO_ROOT, Tolerance, load_assignments
+from grader.assignment.spec import REPO_ROOT, Tolerance, load_assignments
 
 pytestmark = pytest.mark.student
 

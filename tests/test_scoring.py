@@ -14,7 +14,7 @@ import torch
 from grader.judging import verdicts as judging
 from grader.messages import Activity, BenchReport, Followup, Observation, Returned, Timings
 from grader.reporting.results import Grade, TestResult, gradescope, summary_line
-from grader.spec import Part, Performance, load_assignments
+from grader.assignment.spec import Part, Performance, load_assignments
 
 pytestmark = pytest.mark.student
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from grader.spec import Case, SpecError, assignment_names, load_assignment, load_assignments
+from grader.assignment.spec import Case, SpecError, assignment_names, load_assignment, load_assignments
 
 pytestmark = pytest.mark.student
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.spec import REPO_ROOT
+from grader.assignment.spec import REPO_ROOT
 
 FAKE_CACHE = """
 import functools

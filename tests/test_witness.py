@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from grader.messages import Activity, BenchReport, Timings
-from grader.spec import load_assignment, REPO_ROOT
+from grader.assignment.spec import load_assignment, REPO_ROOT
 from grader.witness import judge
 from grader.witness.stream import Reader, Witnessed, parse_line
 from grader.witness.windows import CLOSE, MARK_BASE, windows

@@ -32,7 +32,7 @@ from conftest import HOSTILE_BATCH_RUNS, SUBMISSIONS, grade, hostile_batch_expec
 from grader import compile_cache
 from grader.kernels import cuda_build
 from grader.judging import reasons
-from grader.spec import REPO_ROOT
+from grader.assignment.spec import REPO_ROOT
 
 
 def expectations() -> list[tuple]:

@@ -72,7 +72,7 @@ def _compiled_baselines(job, benchmarks: list) -> tuple[object, list]:
     (spec.Shown); (None, []) where nothing is timed."""
     if not benchmarks:
         return None, []
-    from grader.spec import load_assignment
+    from grader.assignment.spec import load_assignment
 
     assignment = load_assignment(Path(job.assignment_dir))
     parts = {part.name: part for part in assignment.parts}
@@ -88,7 +88,7 @@ def _warm_compiled_baselines(assignment, benchmarks: list, device: str = "cuda")
     graded: a compile that fails here fails again there, and is reported there."""
     import torch
 
-    from grader import cases
+    from grader.assignment import cases
 
     parts = {part.name: part for part in assignment.parts}
     for task in benchmarks:

@@ -22,10 +22,10 @@ WARMUP_CALLS = 2  # the first compiles (and autotunes); the second runs what the
 def run(job: dict) -> None:
     import torch
 
-    from grader import cases
+    from grader.assignment import cases
     from grader.child.launcher import CudaEntry
     from grader.child.submission import entry_point, load_module
-    from grader.spec import load_assignment
+    from grader.assignment.spec import load_assignment
 
     assignment = load_assignment(Path(job["assignment"]))
     part = next(p for p in assignment.parts if p.name == job["part"])

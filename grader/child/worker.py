@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from grader import cases
+from grader.assignment import cases
 from grader.judging import poison
 from grader.child import dispatch_state, imported, marks, timing
 from grader.child.allocations import GuardedAllocations
@@ -27,7 +27,7 @@ from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
 from grader.messages import (SENT_CHUNK, Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
                              Observation, Output, ProbeReport, Returned, Start, Task)  # fmt: skip
-from grader.spec import Assignment, Part, load_assignment
+from grader.assignment.spec import Assignment, Part, load_assignment
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
 FOLLOWUP_SEED_OFFSET = 1  # a case's second call draws its new inputs from the case's seed plus this

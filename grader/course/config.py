@@ -43,7 +43,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from grader.toml_table import SpecError, Table
+from grader.assignment.toml_table import SpecError, Table
 
 # A flagged pair's similarity at least: independent solutions here reach 0.26, disguised copies 0.78
 # (tests/test_course.py measures both; the staff guide's "Similarity review" gives the table).

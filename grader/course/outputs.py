@@ -18,7 +18,7 @@ from grader.course.adjustments import StudentCourse
 from grader.course.config import Course
 from grader.course.gradebook import Entry
 from grader.reporting.results import Grade
-from grader.spec import REPO_ROOT, Assignment
+from grader.assignment.spec import REPO_ROOT, Assignment
 from grader.reporting.text import csv_cell
 
 SIMILARITY_CSV = "similarity.csv"

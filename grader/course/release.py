@@ -21,7 +21,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.isolation import graded_files
-from grader.spec import REPO_ROOT, assignment_names
+from grader.assignment.spec import REPO_ROOT, assignment_names
 
 MARKER = "RELEASE.json"
 TOP = ("assignments", "starter", "grader", "docs", "Makefile", "README.md", "pyproject.toml", ".gitignore")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from grader.compile_cache import CACHE_ROOT
 from grader.isolation import graded_files
-from grader.spec import Assignment
+from grader.assignment.spec import Assignment
 
 # What is compared, by language: the suffix copydetect's lexer is chosen by, and the files it reads.
 LANGUAGES = {"python": (".py", (".py",)), "cuda": (".cu", (".cu", ".cuh", ".h", ".hpp", ".cpp", ".c"))}
@@ -183,7 +183,7 @@ def review(folders: dict[str, Path | None], assignments: list[Assignment], start
 def earlier_submissions(references: tuple[Path, ...]) -> dict[str, Path]:
     """Earlier terms' submissions: each reference folder holds a folder per student, laid out like starter/."""
     from grader.course.intake import submission_root
-    from grader.spec import assignment_names
+    from grader.assignment.spec import assignment_names
 
     found = {}
     for reference in references:

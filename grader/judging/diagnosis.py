@@ -40,7 +40,7 @@ from typing import Callable
 import torch
 
 from grader.judging import locate, numerics
-from grader.spec import Tolerance
+from grader.assignment.spec import Tolerance
 
 EXPLAINS = 0.2  # the alternative reference must cut the error at least five-fold
 

@@ -24,7 +24,7 @@ from collections import Counter
 from grader.judging import ops
 from grader.messages import Activity, KernelLoads, OpCount
 from grader.judging.numerics import Verdict
-from grader.spec import Part
+from grader.assignment.spec import Part
 
 
 def kernel_base(name: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from grader.judging import locate, poison
-from grader.spec import Tolerance
+from grader.assignment.spec import Tolerance
 
 
 @dataclass

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader import cases, output_sizes
+from grader.assignment import cases, output_sizes
 from grader.judging import diagnosis, integrity, numerics, steadiness
 from grader.isolation import OutputFile
 from grader.messages import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.judging.numerics import Verdict
-from grader.spec import Assignment, Case, Part
+from grader.assignment.spec import Assignment, Case, Part
 from grader.witness import judge as witness_judge
 
 FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from grader.kernels import cuda_build, ncu
 from grader.reporting.results import Grade
-from grader.spec import REPO_ROOT, Assignment
+from grader.assignment.spec import REPO_ROOT, Assignment
 
 TIMEOUT_S = 300  # one benchmark: the warm-up's compiling and autotuning, then ncu's replays of one call
 NCU_OPTIONS = ("--target-processes", "all", "--profile-from-start", "off", "--section", "SpeedOfLight",

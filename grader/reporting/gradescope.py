@@ -23,7 +23,7 @@ from grader.grading import Settings, grade_submission
 from grader.isolation import graded_files
 from grader.reporting.report import write_html
 from grader.reporting.results import summary_line, write_json
-from grader.spec import REPO_ROOT, Assignment, load_assignments
+from grader.assignment.spec import REPO_ROOT, Assignment, load_assignments
 
 # What the autograder needs: the grader and the assignments' data, never solutions/ or tests/.
 SOURCES = ("grader", "assignments", "pyproject.toml")

@@ -26,7 +26,7 @@ from grader.course import outputs as course_outputs
 from grader.course.outputs import CourseOutputs
 from grader.course.gradebook import Entry
 from grader.reporting.results import Grade, possible, write_json
-from grader.spec import REPO_ROOT, Assignment
+from grader.assignment.spec import REPO_ROOT, Assignment
 from grader.reporting.text import csv_cell
 
 REVIEW_REASONS = reasons.REVIEW  # the code broke the process or the rules, not just the numbers

@@ -26,7 +26,7 @@ from pathlib import Path
 from grader.judging import ops
 from grader.messages import Activity, BenchReport
 from grader.judging.numerics import Verdict
-from grader.spec import Part
+from grader.assignment.spec import Part
 from grader.witness.stream import Kernel, Witnessed
 from grader.witness.windows import DEVICE_TO_HOST, HOST_TO_DEVICE, Seen, Window, windows
 

@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from grader import cases, spec
+from grader.assignment import cases, spec
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ASSIGNMENT = spec.load_assignment(Path(cases.__file__).resolve().parents[1] / "assignments" / "vector_add")

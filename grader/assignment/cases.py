@@ -16,7 +16,7 @@ from types import ModuleType
 
 import torch
 
-from grader.spec import Assignment, Case, Part
+from grader.assignment.spec import Assignment, Case, Part
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 import grader
-from grader import cases
+from grader.assignment import cases
 from grader.compile_cache import CACHE_ROOT
 from grader.kept import kept
-from grader.spec import Assignment, Case, Part
+from grader.assignment.spec import Assignment, Case, Part
 
 ROOT = CACHE_ROOT.parent / "output-sizes"
 

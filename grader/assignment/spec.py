@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.toml_table import SpecError, Table
+from grader.assignment.toml_table import SpecError, Table
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 LAYOUTS = ("contiguous", "strided")
 TIERS = ("cpu", "gpu", "both")
