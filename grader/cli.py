@@ -18,8 +18,8 @@ from rich.text import Text
 
 from grader.kernels import profiling
 from grader.reporting import report, terminal
-from grader.compile_cache import CACHE_ROOT
-from grader.environment import DeviceError, resolve_device
+from grader.running.compile_cache import CACHE_ROOT
+from grader.running.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
 from grader.reporting.results import write_json
 from grader.assignment.spec import REPO_ROOT, SpecError, load_assignments

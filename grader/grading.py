@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import compile_cache, isolation, overlap, sandbox
+from grader.running import compile_cache, isolation, overlap, sandbox
 from grader.assignment import cases, output_sizes
 from grader.kernels import compiled_kernels, cuda_build
 from grader.judging import integrity, reasons
 from grader.judging import verdicts as judging
 from grader.child.submission import missing_file_message
-from grader.environment import describe
-from grader.gpu_lock import GpuLock
+from grader.running.environment import describe
+from grader.running.gpu_lock import GpuLock
 from grader.judging.verdicts import TaskResult
 from grader.messages import CaseReport, Failure, Job, Task
 from grader.judging.numerics import Verdict

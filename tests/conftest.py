@@ -21,7 +21,7 @@ import pytest
 import torch
 from filelock import FileLock, Timeout  # comes with torch
 
-from grader import compile_cache
+from grader.running import compile_cache
 from grader.grading import Settings, grade_submission
 from grader.reporting.results import Grade
 from grader.assignment.spec import REPO_ROOT, load_assignments

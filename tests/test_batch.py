@@ -26,7 +26,7 @@ pytest.importorskip("distributed", reason="batch grading needs dask[distributed]
 import psutil  # noqa: E402  (comes with distributed)
 
 from grader.course import batch as engine  # noqa: E402
-from grader import sandbox  # noqa: E402
+from grader.running import sandbox  # noqa: E402
 from grader.course import intake
 from grader.cli import main
 from grader.assignment.spec import REPO_ROOT, load_assignment

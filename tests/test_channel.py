@@ -13,7 +13,8 @@ import threading
 
 import pytest
 
-from grader import isolation, messages
+from grader import messages
+from grader.running import isolation
 from grader.messages import Done, Failure, Finished, Hello, Imported, Start, Task
 
 CAP = 16 * 2**30  # the assignment's gpu_memory_gib, in bytes

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import requires_gpu
-from grader import compile_cache, isolation
+from grader.running import compile_cache, isolation
 from grader.grading import Settings, grade_submission
 from grader.assignment.spec import REPO_ROOT, load_assignments
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import SUBMISSIONS, TESTS, grade, known_wrong, requires_gpu
-from grader import compile_cache
+from grader.running import compile_cache
 from grader.kernels import compiled_kernels
 from grader.reporting import report
 from grader.child import hooks, monitor, resources

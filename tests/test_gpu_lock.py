@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import gpu_lock
+from grader.running import gpu_lock
 from grader.judging import verdicts as judging
 from grader.course import batch
 from grader import grading as grading_module
-from grader.gpu_lock import ENVIRONMENT, GpuLock
+from grader.running.gpu_lock import ENVIRONMENT, GpuLock
 from grader.grading import AssignmentGrading, Phases, Settings, _Budget
 from grader.judging.verdicts import TaskResult
 from grader.messages import Failure
@@ -180,7 +180,7 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
     import dataclasses
     import shutil
 
-    from grader import isolation
+    from grader.running import isolation
     from grader.grading import Settings
     from grader.assignment.spec import load_assignment
 
@@ -532,7 +532,7 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
     killed and the error reaches the caller, never a wait that moves the child's deadline for ever."""
     import shutil
 
-    from grader import isolation
+    from grader.running import isolation
     from grader.grading import run_tasks
 
     grading, tasks = _gated_grading(repo)

@@ -63,14 +63,14 @@ import psutil  # noqa: E402  (comes with distributed)
 
 from conftest import (SUBMISSIONS, gradebook_rows, hostile_batch_expectations, known_wrong,  # noqa: E402
                       run_while_progressing)
-from grader import compile_cache, sandbox  # noqa: E402
+from grader.running import compile_cache, sandbox  # noqa: E402
 from grader.assignment.spec import REPO_ROOT, load_assignment  # noqa: E402
 from test_wrong_submissions import assert_diagnoses, assert_output  # noqa: E402
 
 HOSTILE = SUBMISSIONS / "vector_add"
 HANG = "deadlock"  # the batch's hang is the one that sleeps (see above)
 SALT = "hostile batch salt"
-# What a TA's shell may hold: no child may see any of it (grader/child_env.py).
+# What a TA's shell may hold: no child may see any of it (grader/running/child_env.py).
 TA_SECRETS = {"AWS_SECRET_ACCESS_KEY": "hostile-batch-aws-secret", "HF_TOKEN": "hf_hostile_batch_token"}
 FAKE_MARK = b"FAKE-RESULTS"  # what fake_results writes into every results.json it can reach
 STATUS = sandbox.probe()

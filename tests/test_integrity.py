@@ -23,7 +23,7 @@ from grader.judging import integrity
 from grader.judging import verdicts as judging
 from grader.child import timing
 from grader.child.snapshot import HarnessSnapshot
-from grader.isolation import OutputFile
+from grader.running.isolation import OutputFile
 from grader.judging.verdicts import TaskResult
 from grader.messages import (Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount,
                              Observation, Returned)  # fmt: skip

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import isolation, limits, memory_cgroup, sandbox
+from grader.running import isolation, limits, memory_cgroup, sandbox
 from grader.grading import AssignmentGrading, Settings
 from grader.messages import Failure, Job, Task
 from grader.assignment.spec import REPO_ROOT, SpecError, load_assignment
@@ -134,7 +134,7 @@ def test_the_sandbox_is_named_in_every_grade():
 def test_the_tas_secrets_never_reach_the_child(monkeypatch):
     """Issue 41, 5: everything of the TA's environment but PYTHON* and GRADER_* reached the
     child, and a submission raised AWS_SECRET_ACCESS_KEY and HF_TOKEN into its own feedback. A
-    child inherits only what Python, CUDA and the compilers need (grader/child_env.py)."""
+    child inherits only what Python, CUDA and the compilers need (grader/running/child_env.py)."""
     planted = {"AWS_SECRET_ACCESS_KEY": "fake-aws-secret-41", "HF_TOKEN": "hf_fake_token_41",
                "LD_PRELOAD": "/fake/preload-41.so", "CUDA_LAUNCH_BLOCKING": "1"}  # fmt: skip
     for name, value in planted.items():

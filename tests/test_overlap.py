@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import overlap
+from grader.running import overlap
 from grader.grading import Settings, grade_assignment
 from grader.assignment.spec import REPO_ROOT, load_assignments
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from grader import stack
+from grader.running import stack
 from grader.judging import verdicts as judging
 from grader.reporting import glance, report, summary, terminal
 from grader.course.gradebook import Entry, Key

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import landlock, sandbox
-from grader.exec_walls import Walls
+from grader.running import landlock, sandbox
+from grader.running.exec_walls import Walls
 from grader.assignment.spec import REPO_ROOT
 
 STATUS = sandbox.probe()

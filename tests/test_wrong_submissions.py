@@ -29,7 +29,7 @@ import tomllib
 import pytest
 
 from conftest import HOSTILE_BATCH_RUNS, SUBMISSIONS, grade, hostile_batch_expectations, known_wrong
-from grader import compile_cache
+from grader.running import compile_cache
 from grader.kernels import cuda_build
 from grader.judging import reasons
 from grader.assignment.spec import REPO_ROOT

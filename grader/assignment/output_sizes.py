@@ -22,8 +22,8 @@ import torch
 
 import grader
 from grader.assignment import cases
-from grader.compile_cache import CACHE_ROOT
-from grader.kept import kept
+from grader.running.compile_cache import CACHE_ROOT
+from grader.running.kept import kept
 from grader.assignment.spec import Assignment, Case, Part
 
 ROOT = CACHE_ROOT.parent / "output-sizes"

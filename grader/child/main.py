@@ -112,7 +112,7 @@ def gib_fraction(gib: float, total: int) -> float:
 
 
 def _use_triton_key(key: str) -> None:
-    """Triton's digest of its own files, as the parent worked it out (grader/triton_key.py), in
+    """Triton's digest of its own files, as the parent worked it out (grader/running/triton_key.py), in
     place of hashing them here: what Triton's cache and autotuner call, before any student code."""
     if not key:
         return

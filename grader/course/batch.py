@@ -26,18 +26,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 import grader
-from grader import sandbox
+from grader.running import sandbox
 from grader.course import intake, salt
 from grader.reporting import summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
 from grader.course.config import Course, CourseError, load_course, read_course_salt
-from grader.compile_cache import CACHE_ROOT
-from grader.environment import DeviceError, describe, resolve_device
-from grader.gpu_lock import ENVIRONMENT, GpuLock
+from grader.running.compile_cache import CACHE_ROOT
+from grader.running.environment import DeviceError, describe, resolve_device
+from grader.running.gpu_lock import ENVIRONMENT, GpuLock
 from grader.course.gradebook import Entry, Gradebook, Key
 from grader.grading import Settings, grade_assignment
-from grader.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
+from grader.running.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
 from grader.course.intake import Submission
 from grader.reporting.report import plain
 from grader.reporting.results import TestResult

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from grader import sandbox
+from grader.running import sandbox
 
 FILE_VARIABLE = "GRADER_SALT_FILE"
 REFUSED_VARIABLE = "GRADER_SALT"

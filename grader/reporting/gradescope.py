@@ -17,10 +17,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from grader import stack
-from grader.environment import resolve_device
+from grader.running import stack
+from grader.running.environment import resolve_device
 from grader.grading import Settings, grade_submission
-from grader.isolation import graded_files
+from grader.running.isolation import graded_files
 from grader.reporting.report import write_html
 from grader.reporting.results import summary_line, write_json
 from grader.assignment.spec import REPO_ROOT, Assignment, load_assignments

@@ -13,7 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from grader import stack
+from grader.running import stack
 from grader.kernels import compiled_kernels
 from grader.judging import reasons
 from grader.reporting import glance, hidden

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import stack
+from grader.running import stack
 from grader.judging import reasons
 from grader.reporting import glance
 from grader.course import leaderboard

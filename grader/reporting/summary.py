@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import sandbox, stack
+from grader.running import sandbox, stack
 from grader.judging import reasons
 from grader.course import intake
 from grader.reporting import report

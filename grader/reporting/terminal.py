@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader import stack
+from grader.running import stack
 from grader.judging import reasons
 from grader.reporting import glance, hidden
 from grader.reporting.results import Grade, summary_line

@@ -21,8 +21,8 @@ import os
 import re
 from pathlib import Path
 
-from grader.compile_cache import CACHE_ROOT
-from grader.kept import kept
+from grader.running.compile_cache import CACHE_ROOT
+from grader.running.kept import kept
 
 ROOT = CACHE_ROOT.parent / "triton-key"
 # Triton's own form: its version, then hex digests joined by "-".

@@ -1,4 +1,4 @@
-"""The pinned stack (stack.toml beside this file) and whether this machine runs it.
+"""The pinned stack (grader/stack.toml, beside bootstrap.py) and whether this machine runs it.
 
 Both tiers must run the same Triton: the CPU tier's verdicts predict the GPU's only when the
 interpreter and the compiler are those the GPU tier uses. torch differs by build (the GPU image's,
@@ -12,7 +12,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-PIN = Path(__file__).resolve().parent / "stack.toml"
+PIN = Path(__file__).resolve().parents[1] / "stack.toml"  # beside bootstrap.py, which the Makefile runs by path
 
 
 def pinned() -> dict[str, str]:

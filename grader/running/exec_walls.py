@@ -83,8 +83,8 @@ def main(spec: str, argv: list[str]) -> None:
         if walls.cgroup_procs:
             _join(walls.cgroup_procs)
         if walls.readable:
-            sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-            from grader import landlock
+            sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+            from grader.running import landlock
 
             landlock.restrict([*walls.readable, *_own_proc()], walls.writable)
         if walls.seccomp_fd is not None:

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from grader import child_env, memory_cgroup, messages, sandbox
-from grader.exec_walls import Walls
-from grader.limits import Limits, Watchdog
+from grader import messages
+from grader.running import child_env, memory_cgroup, sandbox
+from grader.running.exec_walls import Walls
+from grader.running.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
 from grader.assignment.spec import REPO_ROOT, load_assignment
 from grader.reporting.text import printable
@@ -446,7 +447,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     gate_fd, gate_opener = os.pipe() if gated else (-1, -1)
     lifeline, kept = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
     held = held and gated
-    from grader import triton_key  # here: it keeps its file beside compile_cache's, which imports this module
+    from grader.running import triton_key  # here: it keeps its file beside compile_cache's, which imports this module
 
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload, triton_key.triton_key()]
     inner += [str(gate_fd)] if held else []  # the child waits on its gate before it imports

@@ -37,7 +37,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import landlock, memory_cgroup
+from grader.running import landlock, memory_cgroup
 from grader.assignment.spec import REPO_ROOT
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")

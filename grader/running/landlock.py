@@ -3,7 +3,7 @@ namespaces, `batch --no-sandbox`).
 
 Landlock is the kernel's unprivileged access control (Linux 5.13 and later): a process restricts
 itself, and everything it starts, to an allow-list of paths, and no later call can widen it.
-The child's launcher (grader/exec_walls.py) applies it after fork and before exec, so the rules
+The child's launcher (grader/running/exec_walls.py) applies it after fork and before exec, so the rules
 hold from the first instruction of the child's Python, before any student code:
 - read (and execute) only what the sandbox would have shown: the system's folders, the Python
   installation, the grader and the assignments, the student's own copy, /proc and /sys;

@@ -81,7 +81,7 @@ def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: f
     """Each assignment's (tests, phases) from `grade_one(assignment, submission, settings)`
     (grading.grade_assignment), in up to `settings.parallel` processes at once that share this
     process's GPU (its lock in a folder of their own, removed after)."""
-    from grader.gpu_lock import GpuLock
+    from grader.running.gpu_lock import GpuLock
 
     folder = Path(tempfile.mkdtemp(prefix="grader-gpu-lock-"))
     shared = dataclasses.replace(settings, progress=_quiet, gpu_lock=GpuLock(folder, "0"))

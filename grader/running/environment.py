@@ -12,7 +12,7 @@ from importlib import metadata
 import torch
 
 import grader
-from grader import sandbox, stack
+from grader.running import sandbox, stack
 
 
 class DeviceError(ValueError):
