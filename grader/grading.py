@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import compile_cache, isolation, overlap, sandbox
+from grader.running import compile_cache, isolation, overlap, sandbox, submission_files
 from grader.assignment import cases, output_sizes
 from grader.kernels import compiled_kernels, cuda_build
 from grader.judging import integrity, reasons
@@ -209,8 +209,8 @@ class AssignmentGrading:
         self.budget = _Budget(settings.timeout_s or assignment.timeout_for(self.device))
         self.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{assignment.name}-"))
         self.copy_root = self.workdir / "submission"
-        isolation.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
-        links = isolation.links_in(submission / assignment.name)
+        submission_files.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
+        links = submission_files.links_in(submission / assignment.name)
         self.links_note = (f" Links are not followed, and the submission has {len(links)}: {', '.join(links[:5])}; "
                            "hand in the files themselves." if links else "")  # fmt: skip
         self.cwd = self.copy_root / assignment.name

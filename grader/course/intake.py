@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml  # installed with dask, which the batch needs anyway
 
 from grader.course.archives import IGNORED, ArchiveError, unpack
-from grader.running.isolation import graded_files
+from grader.running.submission_files import graded_files
 
 # What a student may hand in besides a folder; the content, not the suffix, says how it is read.
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")

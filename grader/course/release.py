@@ -20,7 +20,7 @@ from datetime import date
 from pathlib import Path
 
 from grader import __version__
-from grader.running.isolation import graded_files
+from grader.running.submission_files import graded_files
 from grader.assignment.spec import REPO_ROOT, assignment_names
 
 MARKER = "RELEASE.json"

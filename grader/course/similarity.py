@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.running.compile_cache import CACHE_ROOT
-from grader.running.isolation import graded_files
+from grader.running.submission_files import graded_files
 from grader.assignment.spec import Assignment
 
 # What is compared, by language: the suffix copydetect's lexer is chosen by, and the files it reads.

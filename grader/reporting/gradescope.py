@@ -20,7 +20,7 @@ from pathlib import Path
 from grader.running import stack
 from grader.running.environment import resolve_device
 from grader.grading import Settings, grade_submission
-from grader.running.isolation import graded_files
+from grader.running.submission_files import graded_files
 from grader.reporting.report import write_html
 from grader.reporting.results import summary_line, write_json
 from grader.assignment.spec import REPO_ROOT, Assignment, load_assignments

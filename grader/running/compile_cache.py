@@ -45,7 +45,7 @@ import shutil
 from pathlib import Path
 
 import grader
-from grader.running.isolation import graded_files
+from grader.running.submission_files import graded_files
 
 # Absolute: the sandbox binds it by path, and a relative XDG_CACHE_HOME would name another folder
 # (or none) wherever a worker or a child stands.

@@ -26,19 +26,17 @@ import dataclasses
 import fcntl
 import os
 import secrets
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from grader import messages
-from grader.running import child_env, memory_cgroup, sandbox
+from grader.running import child_env, memory_cgroup, sandbox, triton_key
 from grader.running.exec_walls import Walls
 from grader.running.limits import Limits, Watchdog
 from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
@@ -57,7 +55,6 @@ INDUCTOR_CACHE = "torchinductor"  # under the compilers' cache (or the child's s
 TIMED_PICKS = "grader.child.timed_picks:TimedPicks"
 OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                  "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
-
 
 class _Capture(threading.Thread):
     """Drains a stream, keeping its first and last CAPTURE_BYTES and counting the rest."""
@@ -83,7 +80,6 @@ class _Capture(threading.Thread):
             kept = self.head + f"\n[... {self.total - 2 * CAPTURE_BYTES} bytes of output left out ...]\n".encode() + self.tail
         return printable(kept.decode(errors="replace"))
 
-
 @dataclass
 class OutputFile:
     """An output tensor as the parent wrote it to its own file (`path` is None when not sent)."""
@@ -91,7 +87,6 @@ class OutputFile:
     dtype: str
     shape: list[int]
     path: Path | None
-
 
 @dataclass
 class ChildRun:
@@ -165,7 +160,6 @@ class ChildRun:
             return "crash", f"the process died with a CUDA error{detail}"
         return "crash", f"the process exited with status {code} in the middle of the call (sys.exit or os._exit?){detail}"
 
-
 class _Channel(threading.Thread):
     """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
 
@@ -236,53 +230,6 @@ class _Channel(threading.Thread):
         path = frame.payload if message.sent else None
         self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, path)
 
-
-def graded_files(folder: Path) -> Iterator[Path]:
-    """The files of a submission folder that the grader uses, in sorted order: links are skipped,
-    never followed (one could point at solutions/, or at a classmate's folder), the folder itself
-    included, and so are Python's caches."""
-    if folder.is_symlink() or not folder.is_dir():
-        return
-    for entry in sorted(folder.iterdir()):
-        if entry.is_symlink() or entry.name == "__pycache__":
-            continue
-        if entry.is_dir():
-            yield from graded_files(entry)
-        elif entry.is_file():
-            yield entry
-
-
-def links_in(folder: Path) -> list[str]:
-    """The links a copy of `folder` leaves out, by path relative to its parent (the folder's own
-    name first where it is one): what a student reads when the grader finds no file there."""
-    if folder.is_symlink():
-        return [folder.name]
-    if not folder.is_dir():
-        return []
-    found = []
-    for root, dirs, files in os.walk(folder):
-        found += [str(Path(root, name).relative_to(folder.parent)) for name in dirs + files
-                  if Path(root, name).is_symlink()]  # fmt: skip
-    return sorted(found)
-
-
-def copy_submission(source: Path, destination: Path) -> None:
-    """Copy one assignment folder of a submission: its graded files and nothing else. Each file is
-    opened without following a link, so one swapped in after the listing is not copied either."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for path in graded_files(source):
-        target = destination / path.relative_to(source)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue  # a link (ELOOP) or gone: not copied
-        with open(fd, "rb") as file:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                with open(target, "wb") as copy:
-                    shutil.copyfileobj(file, copy)
-
-
 def child_environment(device: str, scratch: Path, compiled: Path | None = None,
                       timed: bool = False) -> dict[str, str]:  # fmt: skip
     """`scratch` is the child's own writable folder: its private /tmp in the sandbox. `compiled`
@@ -311,14 +258,12 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
-
 def limits_of(assignment_dir: str) -> tuple[Limits, float, int]:
     """The parent's limits on a child of the assignment, the GPU memory (GiB) its torch may use,
     and the size of its scratch space."""
     assignment = load_assignment(Path(assignment_dir))
     limits = Limits(int(assignment.host_memory_gib * 2**30), assignment.max_processes)
     return limits, assignment.gpu_memory_gib, int(assignment.scratch_gib * 2**30)
-
 
 def compiled_cache(workdir: Path) -> Path:
     """The compilers' cache for every child of one grading (one submission, one assignment) that
@@ -328,9 +273,7 @@ def compiled_cache(workdir: Path) -> Path:
     cache.mkdir(mode=0o700, exist_ok=True)
     return cache
 
-
 _subreaper = False
-
 
 def become_subreaper() -> None:
     """Orphans of our children are reparented to this process, not to init: none escapes."""
@@ -338,7 +281,6 @@ def become_subreaper() -> None:
     if not _subreaper and sys.platform == "linux":
         ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         _subreaper = True
-
 
 def children() -> set[int]:
     """The processes whose parent is this one."""
@@ -351,7 +293,6 @@ def children() -> set[int]:
         except (OSError, IndexError):
             continue
     return found
-
 
 def kill_orphans(known: set[int]) -> None:
     """Kill every child of this process that is not one of `known` (a daemon a child left behind,
@@ -367,9 +308,7 @@ def kill_orphans(known: set[int]) -> None:
             except (ChildProcessError, ProcessLookupError):
                 pass
 
-
 _live_children: set[int] = set()  # every child process being graded by this process, on any thread
-
 
 @dataclass
 class Spawned:
@@ -432,7 +371,6 @@ class Spawned:
         self.reap()
         os.close(self.read_fd)
 
-
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
           preload: str = "", timed: bool = False, held: bool = False) -> Spawned:  # fmt: skip
     """Start a child for a job of `job`'s assignment and submission, which will wait for its job
@@ -447,7 +385,6 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     gate_fd, gate_opener = os.pipe() if gated else (-1, -1)
     lifeline, kept = os.pipe()  # the child sees EOF on `lifeline` once this process is gone, however it died
     held = held and gated
-    from grader.running import triton_key  # here: it keeps its file beside compile_cache's, which imports this module
 
     inner = [sys.executable, "-I", "-c", BOOT, str(REPO_ROOT), str(lifeline), preload, triton_key.triton_key()]
     inner += [str(gate_fd)] if held else []  # the child waits on its gate before it imports
@@ -493,7 +430,6 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
                    gpu_memory_gib, outputs, reader, held=held, memory=memory)  # fmt: skip
 
-
 def _witness(found: witness_build.Library | None, env: dict[str, str],
              preload: bool) -> tuple[int, witness_stream.Reader | None]:  # fmt: skip
     """On the GPU tier, the witness (grader/witness) for a child: its library, which CUDA loads as
@@ -511,11 +447,9 @@ def _witness(found: witness_build.Library | None, env: dict[str, str],
         env["LD_PRELOAD"] = str(found.path)
     return write_end, witness_stream.Reader(read_end)
 
-
 def _shown(job: Job) -> list[Path]:
     """What a child reads of its grading: the submission's copy and the libraries built from it."""
     return [Path(job.submission_dir), *(Path(library).parent for library in job.libraries.values())]
-
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
               gate: Callable[[str], None] | None = None, compiled: Path | None = None,
@@ -575,7 +509,6 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         raise run.gate_error
     return run
 
-
 def _widen(pipe: int) -> None:
     """A pipe of 1 MiB, not 64 KiB: an output of a gigabyte crosses it in 1,000 writes, not 16,000
     (each a switch between the two processes). Where the system refuses, the pipe stays as it is."""
@@ -583,7 +516,6 @@ def _widen(pipe: int) -> None:
         fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
     except OSError:
         pass
-
 
 def _tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> None:
     """Pass `stage` to the gate (it returns once the phase may go on); where it raises (the
@@ -593,7 +525,6 @@ def _tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> N
     except BaseException as error:
         run.gate_error = error
         watchdog.kill_all()
-
 
 def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: ChildRun, gated: bool) -> bool:
     """Wait for the child's end; True if it outlived `timeout_s` plus what it waited at its gate
@@ -609,7 +540,6 @@ def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: Chil
         except subprocess.TimeoutExpired:
             if not gated:
                 return True
-
 
 def _send_job(process: subprocess.Popen, job: Job) -> None:
     try:
