@@ -21,7 +21,7 @@ from grader.reporting import report, terminal
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
-from grader.reporting.results import write_json
+from grader.reporting.results_json import write_json
 from grader.assignment.spec import REPO_ROOT, SpecError, load_assignments
 
 USAGE_ERROR, GRADER_FAULT = 2, 1

@@ -28,7 +28,8 @@ from grader.course import adjustments, canvas, late, leaderboard, outputs, overr
 from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePolicy, load_course
 from grader.course.gradebook import Entry, Gradebook, Key
 from grader.messages import Activity, BenchReport, Timings
-from grader.reporting.results import Grade, TestResult, gradescope
+from grader.reporting.results import Grade, TestResult
+from grader.reporting.results_json import gradescope
 from conftest import grade, requires_gpu
 from grader.assignment.spec import REPO_ROOT, assignment_names, load_assignment, load_assignments
 

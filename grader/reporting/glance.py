@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from grader.reporting import results  # results.json's output carries the glance too: used at call time only
+from grader.reporting import results
 
 if TYPE_CHECKING:
     from grader.reporting.results import Grade, TestResult

@@ -22,7 +22,8 @@ from grader.running.environment import resolve_device
 from grader.grading import Settings, grade_submission
 from grader.running.submission_files import graded_files
 from grader.reporting.report import write_html
-from grader.reporting.results import summary_line, write_json
+from grader.reporting.results import summary_line
+from grader.reporting.results_json import write_json
 from grader.assignment.spec import REPO_ROOT, Assignment, load_assignments
 
 # What the autograder needs: the grader and the assignments' data, never solutions/ or tests/.

@@ -25,7 +25,8 @@ from grader.reporting import report
 from grader.course import outputs as course_outputs
 from grader.course.outputs import CourseOutputs
 from grader.course.gradebook import Entry
-from grader.reporting.results import Grade, possible, write_json
+from grader.reporting.results import Grade, possible
+from grader.reporting.results_json import write_json
 from grader.assignment.spec import REPO_ROOT, Assignment
 from grader.reporting.text import csv_cell
 
