@@ -26,7 +26,8 @@ from grader.child.submission import missing_file_message
 from grader.running.environment import describe
 from grader.running.gpu_lock import GpuLock
 from grader.judging.verdicts import TaskResult
-from grader.messages import CaseReport, Failure, Job, Task
+from grader.messages.job import Job, Task
+from grader.messages.reports import CaseReport, Failure
 from grader.judging.numerics import Verdict
 from grader.reporting.results import Grade, TestResult
 from grader.assignment.spec import Assignment, Case, Part
@@ -48,7 +49,7 @@ class Settings:
     cache: Path | None = None  # where compiled kernels outlive a grading (compile_cache.py); None: they do not
     owner: str = ""  # whose files these are (a student's name, or the folder): the cache's first key
     parallel: int = 1  # on a GPU, how many assignments may be graded at once (overlap.py)
-    unguarded: bool = False  # tests only: children run without their guard (messages.Job.unguarded)
+    unguarded: bool = False  # tests only: children run without their guard (job.Job.unguarded)
     # The grader's witness of the GPU (grader/witness/): opt-in while its timings are not the grade's.
     witness: bool = dataclasses.field(default_factory=witness_build.enabled)
     # Which correctness tasks the child runs, in which order; None: every case of the tier, parts
@@ -194,7 +195,7 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget,
 
 def _launch_lost(result: TaskResult) -> bool:
     """Whether a case's call ran a kernel that no recorded launch, and so no op or call, can be
-    tied to (messages.KernelCount.unlaunched): the profiler lost the record of a launch, which the
+    tied to (reports.KernelCount.unlaunched): the profiler lost the record of a launch, which the
     kernel would be judged foreign for (integrity.foreign_kernels). Seen once in 60,420 launches of
     honest code, for no known reason; a kernel that a student's code could launch outside what the
     profiler records would have to be lost again in the second run, and is judged then."""

@@ -21,7 +21,7 @@ from grader.kernels import compiled_kernels
 from grader.reporting import report
 from grader.child import hooks, monitor, resources
 from grader.grading import Settings, grade_submission
-from grader.messages import Activity, KernelResources, TargetReport
+from grader.messages.reports import Activity, KernelResources, TargetReport
 from grader.assignment.spec import REPO_ROOT, load_assignments
 
 

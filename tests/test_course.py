@@ -27,7 +27,7 @@ from grader.reporting import terminal as terminal_table
 from grader.course import adjustments, canvas, late, leaderboard, outputs, overrides, similarity
 from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePolicy, load_course
 from grader.course.gradebook import Entry, Gradebook, Key
-from grader.messages import Activity, BenchReport, Timings
+from grader.messages.reports import Activity, BenchReport, Timings
 from grader.reporting.results import Grade, TestResult
 from grader.reporting.results_json import gradescope
 from conftest import grade, requires_gpu

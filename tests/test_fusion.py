@@ -16,7 +16,7 @@ import torch
 
 from grader.judging import integrity, ops
 from grader.child.monitor import CallMonitor
-from grader.messages import Activity, LaunchCount, OpCount
+from grader.messages.reports import Activity, LaunchCount, OpCount
 from grader.assignment.spec import REPO_ROOT, load_assignment
 
 pytestmark = pytest.mark.student

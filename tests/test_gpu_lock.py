@@ -21,7 +21,7 @@ from grader import grading as grading_module
 from grader.running.gpu_lock import ENVIRONMENT, GpuLock
 from grader.grading import AssignmentGrading, Phases, Settings, _Budget
 from grader.judging.verdicts import TaskResult
-from grader.messages import Failure
+from grader.messages.reports import Failure
 from grader.judging.numerics import Verdict
 from grader.assignment.spec import load_assignments
 
@@ -485,7 +485,7 @@ def test_verdicts_do_not_depend_on_a_timed_phase_waiting_beside_them(tmp_path, r
     import shutil
 
     from grader.grading import Settings, run_tasks
-    from grader.messages import CaseReport
+    from grader.messages.reports import CaseReport
     from grader.assignment.spec import load_assignment
 
     student = tmp_path / "student" / "vector_add"

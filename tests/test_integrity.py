@@ -25,8 +25,7 @@ from grader.child import timing
 from grader.child.snapshot import HarnessSnapshot
 from grader.running.isolation import OutputFile
 from grader.judging.verdicts import TaskResult
-from grader.messages import (Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount,
-                             Observation, Returned)  # fmt: skip
+from grader.messages.reports import Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount, Observation, Returned  # fmt: skip
 from grader.assignment.spec import REPO_ROOT, Performance, Tolerance, load_assignment
 
 ASSIGNMENT = load_assignment(REPO_ROOT / "assignments" / "vector_add")

@@ -29,7 +29,8 @@ import torch
 from conftest import SUBMISSIONS, grade, requires_gpu
 from grader.running import isolation, limits, memory_cgroup, sandbox
 from grader.grading import AssignmentGrading, Settings
-from grader.messages import Failure, Job, Task
+from grader.messages.job import Job, Task
+from grader.messages.reports import Failure
 from grader.assignment.spec import REPO_ROOT, SpecError, load_assignment
 
 HOSTILE = SUBMISSIONS / "vector_add"

@@ -21,7 +21,7 @@ from grader.running import stack
 from grader.judging import verdicts as judging
 from grader.reporting import glance, report, summary, terminal
 from grader.course.gradebook import Entry, Key
-from grader.messages import Activity, BenchReport, Timings
+from grader.messages.reports import Activity, BenchReport, Timings
 from grader.judging.numerics import judge
 from grader.reporting import results_json
 from grader.reporting.results import Grade, TestResult

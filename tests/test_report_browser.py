@@ -16,7 +16,7 @@ import pytest
 
 from grader.judging import verdicts as judging
 from grader.reporting import report
-from grader.messages import Activity, BenchReport, Timings
+from grader.messages.reports import Activity, BenchReport, Timings
 from grader.reporting.results import Grade, TestResult
 from grader.assignment.spec import load_assignments
 from test_report import _class_grade, _grade

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader.judging import verdicts as judging
-from grader.messages import Activity, BenchReport, Followup, Observation, Returned, Timings
+from grader.messages.reports import Activity, BenchReport, Followup, Observation, Returned, Timings
 from grader.reporting.results import Grade, TestResult, summary_line
 from grader.reporting.results_json import gradescope
 from grader.assignment.spec import Part, Performance, load_assignments

@@ -12,7 +12,7 @@ import torch
 from grader.judging import steadiness
 from grader.child import timing
 from grader.judging.verdicts import speed_metrics
-from grader.messages import Activity, BenchReport, Timings
+from grader.messages.reports import Activity, BenchReport, Timings
 from grader.assignment.spec import Performance, Tolerance
 
 REPS = 20

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from grader.messages import Activity, BenchReport, Timings
+from grader.messages.reports import Activity, BenchReport, Timings
 from grader.assignment.spec import load_assignment, REPO_ROOT
 from grader.witness import judge
 from grader.witness.stream import Reader, Witnessed, parse_line

@@ -39,7 +39,7 @@ from triton.backends.compiler import GPUTarget
 from triton.runtime.jit import JITFunction
 
 from grader.child import loads, resources
-from grader.messages import KernelLoads, KernelResources
+from grader.messages.reports import KernelLoads, KernelResources
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.child import loads
-from grader.messages import KernelLoads, LaunchCount
+from grader.messages.reports import KernelLoads, LaunchCount
 
 _LOGS: list[LaunchLog] = []  # the calls being monitored, innermost last
 _RUNS = threading.local()  # .open: the runs under way on this thread, innermost last

@@ -15,7 +15,7 @@ import os
 import re
 
 from grader.kernels import ptx
-from grader.messages import KernelResources
+from grader.messages.reports import KernelResources
 
 _cache: dict[str, KernelResources] = {}  # per compiled kernel (its hash): PTX read once
 _ELEMENT = re.compile(r"(?:^\*|tensordesc<)(\w+)")

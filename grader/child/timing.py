@@ -46,7 +46,7 @@ import torch
 from torch.autograd.profiler import record_function
 
 from grader.child import marks
-from grader.messages import CallCheck, Timings
+from grader.messages.reports import CallCheck, Timings
 from grader.judging.steadiness import disturbed
 from grader.assignment.spec import Performance, Tolerance
 

@@ -1,7 +1,7 @@
 """The child's tasks: load the student's files, run each case or benchmark, report what was seen.
 
 It judges nothing: references, comparisons and scores are the parent's. Every report leaves as a
-typed, signed message (grader/messages.py); an output tensor's bytes ride in the same frame.
+typed, signed message (grader/messages/); an output tensor's bytes ride in the same frame.
 Student code is entered through `call` alone (and submission.run_module at import), which the
 guard (guard.py) takes as the edge between the harness and the student.
 """
@@ -25,8 +25,9 @@ from grader.child.guard import TAMPERING
 from grader.child.launcher import CudaEntry, StubNotImplemented
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
-from grader.messages import (SENT_CHUNK, Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
-                             Observation, Output, ProbeReport, Returned, Start, Task)  # fmt: skip
+from grader.messages.frames import SENT_CHUNK
+from grader.messages.job import Job, Task
+from grader.messages.reports import Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Observation, Output, ProbeReport, Returned, Start  # fmt: skip
 from grader.assignment.spec import Assignment, Part, load_assignment
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")

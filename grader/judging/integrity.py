@@ -22,7 +22,7 @@ import re
 from collections import Counter
 
 from grader.judging import ops
-from grader.messages import Activity, KernelLoads, OpCount
+from grader.messages.reports import Activity, KernelLoads, OpCount
 from grader.judging.numerics import Verdict
 from grader.assignment.spec import Part
 

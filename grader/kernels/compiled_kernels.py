@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from grader.kernels import occupancy
-from grader.messages import Activity, KernelResources
+from grader.messages.reports import Activity, KernelResources
 from grader.judging.numerics import Verdict
 
 SM = occupancy.SM90

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.kernels import cuda_launches, ptx
-from grader.messages import KernelResources
+from grader.messages.reports import KernelResources
 
 RESERVED_SHARED = 1024  # counted in SHARED from sm_90 on, and added again by the occupancy calculator
 _FUNCTION = re.compile(r"Function ([\w$.]+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")

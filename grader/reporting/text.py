@@ -3,7 +3,7 @@
 Exception messages, stdout and file names come from code that may be hostile, and they end up in
 a TA's terminal, in HTML, in Gradescope's results.json and in grades.csv. `printable` keeps the
 characters a person reads and drops the ones a device obeys; it runs where text crosses from the
-child (grader/messages.py, grader/running/isolation.py) and again wherever text is printed or written, so
+child (grader/messages/decoding.py, grader/running/isolation.py) and again wherever text is printed or written, so
 text made in the parent is covered too. Markup (Rich's `[...]`, HTML's `<...>`) is the job of each
 output: Rich gets `Text` objects, Jinja2 autoescapes.
 """

@@ -5,7 +5,7 @@ with a wall-clock limit and the assignment's host memory and process limits (lim
 a launcher that puts up the walls the kernel keeps (exec_walls.py: its memory cgroup, and Landlock
 where there is no sandbox), and with an allow-listed environment (child_env.py). The
 job travels on the child's standard input; the child's report comes back as signed frames on a
-pipe of its own (messages.py), read here by a thread with caps on every size and count. Its
+pipe of its own (grader/messages/), read here by a thread with caps on every size and count. Its
 stdout and stderr are captured and truncated, so a chatty submission cannot flood the report.
 
 Whatever the child sends is untrusted data: a frame that fails its signature, breaks a cap or
@@ -35,11 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader import messages
+from grader.messages import decoding, frames
 from grader.running import child_env, memory_cgroup, sandbox, triton_key
 from grader.running.exec_walls import Walls
 from grader.running.limits import Limits, Watchdog
-from grader.messages import BenchReport, Done, Failure, Finished, Hello, Imported, Job, Output, ProtocolError, Start, Task
+from grader.messages.decoding import ProtocolError
+from grader.messages.job import Job, Task
+from grader.messages.reports import BenchReport, Done, Failure, Finished, Hello, Imported, Output, Start
 from grader.assignment.spec import REPO_ROOT, load_assignment
 from grader.reporting.text import printable
 from grader.witness import build as witness_build
@@ -169,7 +171,7 @@ class _Channel(threading.Thread):
         self.gpu_cap_bytes, self.open_gate = gpu_cap_bytes, open_gate
         self.file = os.fdopen(fd, "rb")
         caps = [t.max_output_bytes for t in tasks]
-        self.reader = messages.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
+        self.reader = frames.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
         self.tasks = {t.id: t for t in tasks}
         self.limit = FRAMES_PER_TASK * len(tasks) + 4
         self.run_, self.on_violation = run, on_violation
@@ -187,7 +189,7 @@ class _Channel(threading.Thread):
         finally:
             self.file.close()
 
-    def take(self, frame: messages.Frame) -> None:
+    def take(self, frame: frames.Frame) -> None:
         message, run = frame.message, self.run_
         if isinstance(message, Imported):
             if run.imported or run.ready or self.open_gate is None:
@@ -219,7 +221,7 @@ class _Channel(threading.Thread):
         else:
             raise ProtocolError("tampering", f"an out-of-order message on the result channel ({type(message).__name__})")
 
-    def output(self, message: Output, frame: messages.Frame) -> None:
+    def output(self, message: Output, frame: frames.Frame) -> None:
         size = OUTPUT_DTYPES.get(message.dtype)
         numel = 1
         for extent in message.shape:
@@ -543,7 +545,7 @@ def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: Chil
 
 def _send_job(process: subprocess.Popen, job: Job) -> None:
     try:
-        process.stdin.write(messages.job_json(job))
+        process.stdin.write(decoding.job_json(job))
         process.stdin.close()
     except (BrokenPipeError, OSError):
         pass  # the child is already gone: its death says why

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.judging import ops
-from grader.messages import Activity, BenchReport
+from grader.messages.reports import Activity, BenchReport
 from grader.judging.numerics import Verdict
 from grader.assignment.spec import Part
 from grader.witness.stream import Kernel, Witnessed
