@@ -22,7 +22,9 @@ from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
 from grader.reporting.results_json import write_json
-from grader.assignment.spec import REPO_ROOT, SpecError, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
+from grader.assignment.toml_table import SpecError
 
 USAGE_ERROR, GRADER_FAULT = 2, 1
 

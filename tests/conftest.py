@@ -24,7 +24,8 @@ from filelock import FileLock, Timeout  # comes with torch
 from grader.running import compile_cache
 from grader.grading import Settings, grade_submission
 from grader.reporting.results import Grade
-from grader.assignment.spec import REPO_ROOT, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 TESTS = Path(__file__).resolve().parent
 SUBMISSIONS = TESTS / "submissions"

@@ -13,7 +13,7 @@ import torch
 
 from conftest import requires_gpu
 from grader.assignment import cases
-from grader.assignment.spec import load_assignments
+from grader.assignment.loading import load_assignments
 
 
 def _shared_cases() -> list:

@@ -21,7 +21,8 @@ import pytest
 from conftest import requires_gpu
 from grader.running import compile_cache, isolation
 from grader.grading import Settings, grade_submission
-from grader.assignment.spec import REPO_ROOT, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 
 def _submission(root: Path, text: str = "") -> Path:

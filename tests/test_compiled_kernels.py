@@ -22,7 +22,8 @@ from grader.reporting import report
 from grader.child import hooks, monitor, resources
 from grader.grading import Settings, grade_submission
 from grader.messages.reports import Activity, KernelResources, TargetReport
-from grader.assignment.spec import REPO_ROOT, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 
 def _kernel(**figures) -> KernelResources:

@@ -35,7 +35,7 @@ import pytest
 
 from conftest import TESTS, grade, requires_gpu
 from grader.reporting.results import REASONS
-from grader.assignment.spec import load_assignments
+from grader.assignment.loading import load_assignments
 
 CORPUS = TESTS / "corpus"
 ENTRIES = sorted(path.parent for path in CORPUS.glob("*/expect.toml"))

@@ -31,7 +31,8 @@ from grader.messages.reports import Activity, BenchReport, Timings
 from grader.reporting.results import Grade, TestResult
 from grader.reporting.results_json import gradescope
 from conftest import grade, requires_gpu
-from grader.assignment.spec import REPO_ROOT, assignment_names, load_assignment, load_assignments
+from grader.assignment.loading import assignment_names, load_assignment, load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 TESTS = Path(__file__).resolve().parent
 KNOWN = assignment_names()

@@ -17,7 +17,8 @@ import torch
 from grader.judging import integrity, ops
 from grader.child.monitor import CallMonitor
 from grader.messages.reports import Activity, LaunchCount, OpCount
-from grader.assignment.spec import REPO_ROOT, load_assignment
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
 
 pytestmark = pytest.mark.student
 

@@ -23,7 +23,7 @@ from grader.grading import AssignmentGrading, Phases, Settings, _Budget
 from grader.judging.verdicts import TaskResult
 from grader.messages.reports import Failure
 from grader.judging.numerics import Verdict
-from grader.assignment.spec import load_assignments
+from grader.assignment.loading import load_assignments
 
 
 def _hold(lock: GpuLock, how: str, log: list, name: str, entered: threading.Event, release: threading.Event):
@@ -182,7 +182,7 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
 
     from grader.running import isolation
     from grader.grading import Settings
-    from grader.assignment.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     submission = tmp_path / "student"
     shutil.copytree(repo / "solutions" / "vector_add", submission / "vector_add")
@@ -486,7 +486,7 @@ def test_verdicts_do_not_depend_on_a_timed_phase_waiting_beside_them(tmp_path, r
 
     from grader.grading import Settings, run_tasks
     from grader.messages.reports import CaseReport
-    from grader.assignment.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     student = tmp_path / "student" / "vector_add"
     shutil.copytree(repo / "solutions" / "vector_add", student)
@@ -520,7 +520,7 @@ def test_verdicts_do_not_depend_on_a_timed_phase_waiting_beside_them(tmp_path, r
 
 def _gated_grading(repo):
     from grader.grading import Settings
-    from grader.assignment.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     assignment = load_assignment(repo / "assignments" / "vector_add")
     grading = AssignmentGrading(assignment, repo / "solutions", Settings(device="cpu"))

@@ -64,7 +64,8 @@ import psutil  # noqa: E402  (comes with distributed)
 from conftest import (SUBMISSIONS, gradebook_rows, hostile_batch_expectations, known_wrong,  # noqa: E402
                       run_while_progressing)
 from grader.running import compile_cache, sandbox  # noqa: E402
-from grader.assignment.spec import REPO_ROOT, load_assignment  # noqa: E402
+from grader.assignment.loading import load_assignment  # noqa: E402
+from grader.assignment.spec import REPO_ROOT
 from test_wrong_submissions import assert_diagnoses, assert_output  # noqa: E402
 
 HOSTILE = SUBMISSIONS / "vector_add"

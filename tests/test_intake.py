@@ -17,7 +17,7 @@ import pytest
 
 from grader.course import archives, intake
 from grader.reporting import summary
-from grader.assignment.spec import assignment_names
+from grader.assignment.loading import assignment_names
 
 ASSIGNMENTS = assignment_names()
 EXPORT_METADATA = """\

@@ -26,7 +26,8 @@ from grader.child.snapshot import HarnessSnapshot
 from grader.running.isolation import OutputFile
 from grader.judging.verdicts import TaskResult
 from grader.messages.reports import Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount, Observation, Returned  # fmt: skip
-from grader.assignment.spec import REPO_ROOT, Performance, Tolerance, load_assignment
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT, Performance, Tolerance
 
 ASSIGNMENT = load_assignment(REPO_ROOT / "assignments" / "vector_add")
 PART = ASSIGNMENT.parts[0]

@@ -31,7 +31,9 @@ from grader.running import isolation, limits, memory_cgroup, sandbox
 from grader.grading import AssignmentGrading, Settings
 from grader.messages.job import Job, Task
 from grader.messages.reports import Failure
-from grader.assignment.spec import REPO_ROOT, SpecError, load_assignment
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
+from grader.assignment.toml_table import SpecError
 
 HOSTILE = SUBMISSIONS / "vector_add"
 STATUS = sandbox.probe()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.course.release import MARKER
-from grader.assignment.spec import assignment_names, load_assignments
+from grader.assignment.loading import assignment_names, load_assignments
 
 pytestmark = pytest.mark.student
 

@@ -21,7 +21,8 @@ import pytest
 from conftest import requires_gpu
 from grader.kernels import ncu, profiling
 from grader.reporting.results import Grade, TestResult
-from grader.assignment.spec import REPO_ROOT, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 CONSTRUCTED_CSV = textwrap.dedent('''\
     ==PROF== Note: this line and the next stand for the notes ncu may print before its table

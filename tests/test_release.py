@@ -17,7 +17,8 @@ import pytest
 
 from grader.course import release
 from grader.reporting import gradescope
-from grader.assignment.spec import REPO_ROOT, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 
 @pytest.fixture(scope="module")

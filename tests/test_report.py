@@ -26,7 +26,8 @@ from grader.judging.numerics import judge
 from grader.reporting import results_json
 from grader.reporting.results import Grade, TestResult
 from grader.reporting.results_json import write_json
-from grader.assignment.spec import REPO_ROOT, Tolerance, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT, Tolerance
 
 pytestmark = pytest.mark.student
 

@@ -18,7 +18,7 @@ from grader.judging import verdicts as judging
 from grader.reporting import report
 from grader.messages.reports import Activity, BenchReport, Timings
 from grader.reporting.results import Grade, TestResult
-from grader.assignment.spec import load_assignments
+from grader.assignment.loading import load_assignments
 from test_report import _class_grade, _grade
 
 MAP_RED = (179, 38, 30)  # a fully wrong cell of the map

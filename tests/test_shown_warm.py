@@ -24,7 +24,7 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 from grader.assignment import cases
 from grader.child import main
-from grader.assignment.spec import load_assignment
+from grader.assignment.loading import load_assignment
 
 warm, folder = sys.argv[1] == "warm", sys.argv[2]
 assignment = load_assignment(Path(folder))

@@ -14,7 +14,7 @@ import torch
 from conftest import requires_gpu
 from grader.assignment import cases
 from grader.judging.numerics import judge
-from grader.assignment.spec import load_assignments
+from grader.assignment.loading import load_assignments
 
 pytestmark = pytest.mark.student
 

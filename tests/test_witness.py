@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from grader.messages.reports import Activity, BenchReport, Timings
-from grader.assignment.spec import load_assignment, REPO_ROOT
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
 from grader.witness import judge
 from grader.witness.stream import Reader, Witnessed, parse_line
 from grader.witness.windows import CLOSE, MARK_BASE, windows

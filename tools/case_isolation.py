@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from grader.grading import Settings, grade_submission  # noqa: E402
 from grader.messages.job import Task  # noqa: E402
-from grader.assignment.spec import load_assignments  # noqa: E402
+from grader.assignment.loading import load_assignments  # noqa: E402
 
 CORPUS = REPO / "tests" / "corpus"
 ORDERS = ("written", "reversed", "alone")

@@ -72,7 +72,7 @@ def _compiled_baselines(job, benchmarks: list) -> tuple[object, list]:
     (spec.Shown); (None, []) where nothing is timed."""
     if not benchmarks:
         return None, []
-    from grader.assignment.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     assignment = load_assignment(Path(job.assignment_dir))
     parts = {part.name: part for part in assignment.parts}

@@ -25,7 +25,7 @@ def run(job: dict) -> None:
     from grader.assignment import cases
     from grader.child.launcher import CudaEntry
     from grader.child.submission import entry_point, load_module
-    from grader.assignment.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     assignment = load_assignment(Path(job["assignment"]))
     part = next(p for p in assignment.parts if p.name == job["part"])

@@ -28,7 +28,8 @@ from grader.child.submission import SubmissionError, entry_point, load_module, s
 from grader.messages.frames import SENT_CHUNK
 from grader.messages.job import Job, Task
 from grader.messages.reports import Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Observation, Output, ProbeReport, Returned, Start  # fmt: skip
-from grader.assignment.spec import Assignment, Part, load_assignment
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import Assignment, Part
 
 FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
 FOLLOWUP_SEED_OFFSET = 1  # a case's second call draws its new inputs from the case's seed plus this

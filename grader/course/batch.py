@@ -41,7 +41,8 @@ from grader.running.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_g
 from grader.course.intake import Submission
 from grader.reporting.report import plain
 from grader.reporting.results import TestResult
-from grader.assignment.spec import Assignment, assignment_names
+from grader.assignment.loading import assignment_names
+from grader.assignment.spec import Assignment
 
 CPU_WORKERS = 2  # each grading runs a child process of its own: two keep a small machine busy
 STAGING = ".unpacked"  # under --out: archives unpacked where a cluster's workers can read them too

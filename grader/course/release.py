@@ -21,7 +21,8 @@ from pathlib import Path
 
 from grader import __version__
 from grader.running.submission_files import graded_files
-from grader.assignment.spec import REPO_ROOT, assignment_names
+from grader.assignment.loading import assignment_names
+from grader.assignment.spec import REPO_ROOT
 
 MARKER = "RELEASE.json"
 TOP = ("assignments", "starter", "grader", "docs", "Makefile", "README.md", "pyproject.toml", ".gitignore")

@@ -183,7 +183,7 @@ def review(folders: dict[str, Path | None], assignments: list[Assignment], start
 def earlier_submissions(references: tuple[Path, ...]) -> dict[str, Path]:
     """Earlier terms' submissions: each reference folder holds a folder per student, laid out like starter/."""
     from grader.course.intake import submission_root
-    from grader.assignment.spec import assignment_names
+    from grader.assignment.loading import assignment_names
 
     found = {}
     for reference in references:

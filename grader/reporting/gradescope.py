@@ -24,7 +24,8 @@ from grader.running.submission_files import graded_files
 from grader.reporting.report import write_html
 from grader.reporting.results import summary_line
 from grader.reporting.results_json import write_json
-from grader.assignment.spec import REPO_ROOT, Assignment, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT, Assignment
 
 # What the autograder needs: the grader and the assignments' data, never solutions/ or tests/.
 SOURCES = ("grader", "assignments", "pyproject.toml")

@@ -22,7 +22,9 @@ from grader.running import stack
 from grader.judging import reasons
 from grader.reporting import glance, hidden
 from grader.reporting.results import Grade, summary_line
-from grader.assignment.spec import REPO_ROOT, SpecError, load_assignment
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
+from grader.assignment.toml_table import SpecError
 from grader.reporting.text import printable
 
 COLOURS = {"passed": "green", "partial": "yellow", "failed": "red", "not graded": "dim"}

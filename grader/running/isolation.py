@@ -42,7 +42,8 @@ from grader.running.limits import Limits, Watchdog
 from grader.messages.decoding import ProtocolError
 from grader.messages.job import Job, Task
 from grader.messages.reports import BenchReport, Done, Failure, Finished, Hello, Imported, Output, Start
-from grader.assignment.spec import REPO_ROOT, load_assignment
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
 from grader.reporting.text import printable
 from grader.witness import build as witness_build
 from grader.witness import stream as witness_stream
