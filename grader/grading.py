@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import compile_cache, isolation, overlap, sandbox, submission_files
+from grader.running import child_run, compile_cache, isolation, overlap, sandbox, submission_files
 from grader.assignment import cases, output_sizes
 from grader.kernels import compiled_kernels, cuda_build
 from grader.judging import integrity, reasons
@@ -89,7 +89,7 @@ def _with_kernels(verdict: Verdict, result: TaskResult, part: Part) -> Verdict:
     return compiled_kernels.attach(verdict, compiled_kernels.launched(activity), part.teaches)
 
 
-def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
+def _collect(run: child_run.ChildRun) -> dict[str, TaskResult]:
     results = {}
     owed = {task for task, _ in run.owed()}
     witnessed = witness_judge.for_tasks(run.witness, run.started)
@@ -101,7 +101,7 @@ def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
     return results
 
 
-def _unsent(run: isolation.ChildRun) -> Failure:
+def _unsent(run: child_run.ChildRun) -> Failure:
     """A benchmark timed, whose kept output the child was to send after its last task, and did not."""
     if run.finished:  # the harness sends what it owes before it says it finished: code in the process stopped it
         return Failure("tampering", "the process said it had finished without sending the output of a timed call, "
@@ -125,7 +125,7 @@ class Phases(dict):
     def add(self, phase: str, seconds: float) -> None:
         self[phase] = self.get(phase, 0.0) + seconds
 
-    def add_child(self, phase: str, run: isolation.ChildRun) -> None:
+    def add_child(self, phase: str, run: child_run.ChildRun) -> None:
         start = run.ready_s if run.ready_s is not None else run.seconds - run.gated_s
         self.add("start", start)
         self.add(phase, max(run.seconds - start - run.gated_s, 0.0))  # its gate's wait is `waiting`

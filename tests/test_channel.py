@@ -1,7 +1,7 @@
 """The result channel, from the parent's side: what a child sends is data the parent checks.
 
 A child signs each frame with the job's key (frames.FrameWriter); the parent's reader
-(isolation._Channel) builds each message against its declared types and then judges what it
+(child_run.Channel) builds each message against its declared types and then judges what it
 says. Here a writer stands in for the child and sends what a hostile one could.
 """
 
@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from grader.messages import decoding, frames, reports
-from grader.running import isolation
+from grader.running import child_run, isolation
 from grader.messages.job import Task
 from grader.messages.reports import Done, Failure, Finished, Hello, Imported, Start
 
@@ -22,14 +22,14 @@ CAP = 16 * 2**30  # the assignment's gpu_memory_gib, in bytes
 TASK = Task("t", "add", "case", 0, 0)
 
 
-def _read(sent: list, tmp_path, signed_with: bytes | None = None, gate=None, tasks=()) -> isolation.ChildRun:
+def _read(sent: list, tmp_path, signed_with: bytes | None = None, gate=None, tasks=()) -> child_run.ChildRun:
     """What the parent makes of `sent`, each message signed as a child signs it: with the job's key,
     or with `signed_with`; `gate(stage)` is called as a gated child's parent would open it; `tasks`
     are the job's."""
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
-    run = isolation.ChildRun()
-    channel = isolation._Channel(read_fd, key, tmp_path, list(tasks), run, lambda: None, CAP, gate)
+    run = child_run.ChildRun()
+    channel = child_run.Channel(read_fd, key, tmp_path, list(tasks), run, lambda: None, CAP, gate)
     writer = frames.FrameWriter(write_fd, signed_with or key)
     for message in sent:
         writer.send(message)
@@ -85,8 +85,8 @@ def test_the_phases_line_shows_the_most_gpu_memory_any_child_held():
     from grader.grading import Phases
 
     phases = Phases(start=0.0, correctness=0.0, timing=0.0)
-    phases.add_child("correctness", isolation.ChildRun(seconds=5.0, ready_s=1.0, gpu_reserved_bytes=3 * 2**30))
-    phases.add_child("timing", isolation.ChildRun(seconds=2.0, ready_s=1.0, gpu_reserved_bytes=2**30))
+    phases.add_child("correctness", child_run.ChildRun(seconds=5.0, ready_s=1.0, gpu_reserved_bytes=3 * 2**30))
+    phases.add_child("timing", child_run.ChildRun(seconds=2.0, ready_s=1.0, gpu_reserved_bytes=2**30))
     assert phases.line() == "start 2.0 s, correctness 4.0 s, timing 1.0 s (GPU memory held by torch: at most 3.0 GiB)"
     assert phases.gpu_reserved_bytes == 3 * 2**30
     assert "GPU memory" not in Phases(start=1.0).line(), "the CPU tier reports none"
@@ -121,13 +121,13 @@ def _kept(task: Task, name: str = "kept") -> tuple:
     return reports.Output(task.id, name, "float32", [4]), bytes(16)
 
 
-def _timed_run(after_last_done: list, tmp_path, kinds=("tensor", "tensor")) -> tuple[isolation.ChildRun, list]:
+def _timed_run(after_last_done: list, tmp_path, kinds=("tensor", "tensor")) -> tuple[child_run.ChildRun, list]:
     """A gated child that times both benchmarks and then sends `after_last_done` (messages, or
     (Output, payload) pairs), as Worker.run does with the outputs it kept for later."""
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
-    run, stages = isolation.ChildRun(), []
-    channel = isolation._Channel(read_fd, key, tmp_path, BENCH, run, lambda: None, CAP, stages.append)
+    run, stages = child_run.ChildRun(), []
+    channel = child_run.Channel(read_fd, key, tmp_path, BENCH, run, lambda: None, CAP, stages.append)
     writer = frames.FrameWriter(write_fd, key)
     for message in [Imported(), Hello("ready")] + [m for task, kind in zip(BENCH, kinds)
                                                    for m in (Start(task.id), _bench_done(task, kind))] + after_last_done:
@@ -191,14 +191,14 @@ def test_benchmarks_whose_kept_outputs_died_with_a_cuda_context_are_timed_again(
 
     def run_child(job, *args, **kwargs):
         children.append([task.id for task in job.tasks])
-        run = isolation.ChildRun(started=[task.id for task in job.tasks], ready=True)
+        run = child_run.ChildRun(started=[task.id for task in job.tasks], ready=True)
         if len(children) == 1:
             run.outcomes = {BENCH[0].id: _bench_done(BENCH[0]),
                             BENCH[1].id: Done(BENCH[1].id, Failure("crash", "an illegal memory access", fatal=True))}
             run.returncode = 3
         else:
             run.outcomes = {task.id: _bench_done(task) for task in job.tasks}
-            run.outputs = {(task.id, "kept"): isolation.OutputFile("float32", [4], None) for task in job.tasks}
+            run.outputs = {(task.id, "kept"): child_run.OutputFile("float32", [4], None) for task in job.tasks}
             run.finished, run.returncode = True, 0
         return run
 

@@ -23,7 +23,7 @@ from grader.judging import integrity
 from grader.judging import verdicts as judging
 from grader.child import timing
 from grader.child.snapshot import HarnessSnapshot
-from grader.running.isolation import OutputFile
+from grader.running.child_run import OutputFile
 from grader.judging.verdicts import TaskResult
 from grader.messages.reports import Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount, Observation, Returned  # fmt: skip
 from grader.assignment.loading import load_assignment

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader.running import isolation, limits, memory_cgroup, sandbox
+from grader.running import child_run, isolation, limits, memory_cgroup, sandbox
 from grader.grading import AssignmentGrading, Settings
 from grader.messages.job import Job, Task
 from grader.messages.reports import Failure
@@ -122,7 +122,7 @@ def test_ten_megabytes_of_output_are_truncated_and_the_grade_is_normal(tmp_path)
         shutil.rmtree(grading.workdir, ignore_errors=True)
     assert run.finished and not any(isinstance(d.outcome, Failure) for d in run.outcomes.values())
     for text in (run.stdout, run.stderr):
-        assert len(text) < 2 * isolation.CAPTURE_BYTES + 200 and "bytes of output left out" in text
+        assert len(text) < 2 * child_run.CAPTURE_BYTES + 200 and "bytes of output left out" in text
     result = grade(submission, ["vector_add"])
     assert not failures(result), "the prints cost nothing"
     assert len(json.dumps([t.output for t in result.tests])) < 20_000

@@ -15,7 +15,7 @@ import torch
 
 from grader.assignment import cases, output_sizes
 from grader.judging import diagnosis, integrity, numerics, steadiness
-from grader.running.isolation import OutputFile
+from grader.running.child_run import OutputFile
 from grader.messages.reports import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.judging.numerics import Verdict
 from grader.assignment.spec import Assignment, Case, Part

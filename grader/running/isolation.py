@@ -5,8 +5,9 @@ with a wall-clock limit and the assignment's host memory and process limits (lim
 a launcher that puts up the walls the kernel keeps (exec_walls.py: its memory cgroup, and Landlock
 where there is no sandbox), and with an allow-listed environment (child_env.py). The
 job travels on the child's standard input; the child's report comes back as signed frames on a
-pipe of its own (grader/messages/), read here by a thread with caps on every size and count. Its
-stdout and stderr are captured and truncated, so a chatty submission cannot flood the report.
+pipe of its own (grader/messages/), read by a thread with caps on every size and count, and its
+stdout and stderr are captured and truncated, so a chatty submission cannot flood the report
+(child_run.py).
 
 Whatever the child sends is untrusted data: a frame that fails its signature, breaks a cap or
 does not parse ends the reading and the child, and costs the task in flight (`tampering` or
@@ -16,17 +17,15 @@ rest in a new child: one bad call costs that call, not the assignment.
 
 Every process the child started dies before the parent reads a result: inside the sandbox its
 PID namespace dies with it; without one, this process is a subreaper, so even a daemon that
-double-forked and called setsid is reparented here, found and killed.
+double-forked and called setsid is reparented here, found and killed (orphans.py).
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import fcntl
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -35,203 +34,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.messages import decoding, frames
+from grader.messages import decoding
 from grader.running import child_env, memory_cgroup, sandbox, triton_key
+from grader.running.child_run import Capture, Channel, ChildRun
+from grader.running.orphans import become_subreaper, children, kill_orphans
 from grader.running.exec_walls import Walls
 from grader.running.limits import Limits, Watchdog
-from grader.messages.decoding import ProtocolError
-from grader.messages.job import Job, Task
-from grader.messages.reports import BenchReport, Done, Failure, Finished, Hello, Imported, Output, Start
+from grader.messages.job import Job
 from grader.assignment.loading import load_assignment
 from grader.assignment.spec import REPO_ROOT
-from grader.reporting.text import printable
 from grader.witness import build as witness_build
 from grader.witness import stream as witness_stream
 
 BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main import main; main(*sys.argv[2:])"
-CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
-FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
-PR_SET_CHILD_SUBREAPER = 36
 INDUCTOR_CACHE = "torchinductor"  # under the compilers' cache (or the child's scratch folder)
 # The cache manager a timing child's Triton keeps its autotuner's picks with (Triton imports it
 # by this name; the child imports it before any student code: main._key_triton).
 TIMED_PICKS = "grader.child.timed_picks:TimedPicks"
-OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-                 "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
 
-class _Capture(threading.Thread):
-    """Drains a stream, keeping its first and last CAPTURE_BYTES and counting the rest."""
-
-    def __init__(self, stream):
-        super().__init__(daemon=True)
-        self.stream, self.head, self.tail, self.total = stream, b"", b"", 0
-
-    def run(self) -> None:
-        while chunk := self.stream.read(65536):
-            self.total += len(chunk)
-            if len(self.head) < CAPTURE_BYTES:
-                self.head += chunk[: CAPTURE_BYTES - len(self.head)]
-            self.tail = (self.tail + chunk)[-CAPTURE_BYTES:]
-
-    def text(self) -> str:
-        """What was kept, as text with no control sequences: it may reach a terminal or a report."""
-        if self.total <= CAPTURE_BYTES:
-            kept = self.head
-        elif self.total - 2 * CAPTURE_BYTES <= 0:
-            kept = self.head + self.tail[-(self.total - len(self.head)):]
-        else:
-            kept = self.head + f"\n[... {self.total - 2 * CAPTURE_BYTES} bytes of output left out ...]\n".encode() + self.tail
-        return printable(kept.decode(errors="replace"))
-
-@dataclass
-class OutputFile:
-    """An output tensor as the parent wrote it to its own file (`path` is None when not sent)."""
-
-    dtype: str
-    shape: list[int]
-    path: Path | None
-
-@dataclass
-class ChildRun:
-    returncode: int | None = None
-    timed_out: bool = False
-    seconds: float = 0.0
-    stdout: str = ""
-    stderr: str = ""
-    limit_hit: tuple[str, str] | None = None  # (reason, message) when the parent killed it for a limit
-    violation: ProtocolError | None = None  # what ended the reading of the channel early
-    ready: bool = False  # the harness was up before any student code ran
-    began: float = 0.0  # time.monotonic() when the child was started
-    ready_s: float | None = None  # seconds from start until the harness was up (the sandbox, torch's import), waits left out
-    started: list[str] = field(default_factory=list)
-    task_began: dict[str, float] = field(default_factory=dict)  # time.monotonic() of each task's Start
-    task_seconds: dict[str, float] = field(default_factory=dict)  # from each task's Start to its Done, on our clock
-    outcomes: dict[str, Done] = field(default_factory=dict)
-    outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
-    finished: bool = False
-    gpu_reserved_bytes: int = 0  # the child's own figure (Finished), within its cap; 0 if none came
-    imported: bool = False  # with a gate: the child imported torch and waited to start CUDA
-    gates: list[tuple[float, float | None]] = field(default_factory=list)  # each wait at the gate (monotonic)
-    gate_error: BaseException | None = None  # what the gate raised (a fault of the grader's), re-raised to the caller
-    witness: witness_stream.Witnessed | None = None  # what the witness saw of the child, where one recorded it
-
-    def waited(self, now: float) -> float:
-        """Seconds spent at the gate so far (both of its stages): they count against no time limit."""
-        return sum((opened if opened is not None else now) - began for began, opened in self.gates)
-
-    @property
-    def gated_s(self) -> float:
-        """How long the child waited at its gate, in the stages that opened."""
-        return sum(opened - began for began, opened in self.gates if opened is not None)
-
-    def owed(self) -> set[tuple[str, str]]:
-        """The outputs that Done reports said would follow the last task (a benchmark's kept
-        output, worker.Worker.pay) and that have not come: the only outputs taken after their
-        task's Done, each once."""
-        said = {(task, done.outcome.kept.returned.output) for task, done in self.outcomes.items()
-                if isinstance(done.outcome, BenchReport) and done.outcome.kept is not None
-                and done.outcome.kept.returned.kind == "tensor"}  # fmt: skip
-        return said - self.outputs.keys()
-
-    def stopped(self) -> bool:
-        """Whether the child reported a dead CUDA context: it ends after that Done, on purpose,
-        and sends nothing more (the outputs it kept for later are lost with the context)."""
-        return any(isinstance(done.outcome, Failure) and done.outcome.fatal for done in self.outcomes.values())
-
-    @property
-    def in_flight(self) -> str | None:
-        """The task that had started and not finished when the child ended."""
-        return next((t for t in reversed(self.started) if t not in self.outcomes), None)
-
-    def death(self) -> tuple[str, str]:
-        """Why the child ended early, as a reason code and a sentence."""
-        code = self.returncode
-        tail = "\n".join(self.stderr.strip().splitlines()[-12:])
-        detail = f"\nLast lines of stderr:\n{tail}" if tail else ""
-        if self.violation:
-            return self.violation.reason, f"{self.violation.message}{detail}"
-        if self.limit_hit:
-            return self.limit_hit[0], f"killed: {self.limit_hit[1]}{detail}"
-        if self.timed_out:
-            return "timeout", f"still running after {self.seconds:.0f} s, the assignment's time limit{detail}"
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
-            if name == "SIGKILL":
-                return "out_of_memory", f"the process was killed by SIGKILL, as the out-of-memory killer does{detail}"
-            return "crash", f"the process was killed by {name}{detail}"
-        if "CUDA" in tail and ("error" in tail or "illegal" in tail):
-            return "crash", f"the process died with a CUDA error{detail}"
-        return "crash", f"the process exited with status {code} in the middle of the call (sys.exit or os._exit?){detail}"
-
-class _Channel(threading.Thread):
-    """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
-
-    def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation,
-                 gpu_cap_bytes: int = 0, open_gate: Callable[[str], None] | None = None):  # fmt: skip
-        super().__init__(daemon=True)
-        self.gpu_cap_bytes, self.open_gate = gpu_cap_bytes, open_gate
-        self.file = os.fdopen(fd, "rb")
-        caps = [t.max_output_bytes for t in tasks]
-        self.reader = frames.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
-        self.tasks = {t.id: t for t in tasks}
-        self.limit = FRAMES_PER_TASK * len(tasks) + 4
-        self.run_, self.on_violation = run, on_violation
-
-    def run(self) -> None:
-        try:
-            for _ in range(self.limit):
-                self.take(self.reader.read())
-            raise ProtocolError("tampering", f"more than {self.limit} messages on the result channel")
-        except EOFError:
-            pass
-        except ProtocolError as error:
-            self.run_.violation = error
-            self.on_violation()
-        finally:
-            self.file.close()
-
-    def take(self, frame: frames.Frame) -> None:
-        message, run = frame.message, self.run_
-        if isinstance(message, Imported):
-            if run.imported or run.ready or self.open_gate is None:
-                raise ProtocolError("tampering", "an Imported out of turn on the result channel")
-            run.imported = True
-            self.open_gate("cuda")
-        elif isinstance(message, Hello):
-            if run.ready or (self.open_gate is not None and not run.imported):
-                raise ProtocolError("tampering", "a Hello out of turn on the result channel")
-            now = time.monotonic()
-            run.ready, run.ready_s = True, now - run.began - run.waited(now)
-            if self.open_gate is not None:
-                self.open_gate("run")
-        elif isinstance(message, Start) and message.task in self.tasks:
-            run.started.append(message.task)
-            run.task_began[message.task] = time.monotonic()
-        elif isinstance(message, Output) and (message.task == run.in_flight or (message.task, message.name) in run.owed()):
-            self.output(message, frame)
-        elif isinstance(message, Done) and message.task == run.in_flight:
-            run.outcomes[message.task] = message
-            run.task_seconds[message.task] = time.monotonic() - run.task_began[message.task]
-            if self.open_gate is not None and len(run.outcomes) == len(self.tasks) and not run.stopped():
-                self.open_gate("timed")  # every task is done: what is left to send is no timing
-        elif isinstance(message, Finished):
-            run.finished = True
-            # Only shown: a figure torch's capped allocator could not have reached is dropped.
-            if 0 <= message.gpu_reserved_bytes <= self.gpu_cap_bytes:
-                run.gpu_reserved_bytes = message.gpu_reserved_bytes
-        else:
-            raise ProtocolError("tampering", f"an out-of-order message on the result channel ({type(message).__name__})")
-
-    def output(self, message: Output, frame: frames.Frame) -> None:
-        size = OUTPUT_DTYPES.get(message.dtype)
-        numel = 1
-        for extent in message.shape:
-            numel *= max(extent, 0)
-        expected = numel * size if size else -1
-        if size is None or len(message.shape) > 8 or (message.sent and frame.payload_bytes != expected):
-            raise ProtocolError("tampering", f"an output whose bytes do not match its shape and dtype ({message.dtype})")
-        path = frame.payload if message.sent else None
-        self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, path)
 
 def child_environment(device: str, scratch: Path, compiled: Path | None = None,
                       timed: bool = False) -> dict[str, str]:  # fmt: skip
@@ -261,12 +81,14 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
+
 def limits_of(assignment_dir: str) -> tuple[Limits, float, int]:
     """The parent's limits on a child of the assignment, the GPU memory (GiB) its torch may use,
     and the size of its scratch space."""
     assignment = load_assignment(Path(assignment_dir))
     limits = Limits(int(assignment.host_memory_gib * 2**30), assignment.max_processes)
     return limits, assignment.gpu_memory_gib, int(assignment.scratch_gib * 2**30)
+
 
 def compiled_cache(workdir: Path) -> Path:
     """The compilers' cache for every child of one grading (one submission, one assignment) that
@@ -276,42 +98,9 @@ def compiled_cache(workdir: Path) -> Path:
     cache.mkdir(mode=0o700, exist_ok=True)
     return cache
 
-_subreaper = False
-
-def become_subreaper() -> None:
-    """Orphans of our children are reparented to this process, not to init: none escapes."""
-    global _subreaper
-    if not _subreaper and sys.platform == "linux":
-        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        _subreaper = True
-
-def children() -> set[int]:
-    """The processes whose parent is this one."""
-    me, found = str(os.getpid()).encode(), set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as file:
-                if file.read().rsplit(b")", 1)[1].split()[1] == me:
-                    found.add(int(pid))
-        except (OSError, IndexError):
-            continue
-    return found
-
-def kill_orphans(known: set[int]) -> None:
-    """Kill every child of this process that is not one of `known` (a daemon a child left behind,
-    reparented here), until none is left, and reap them."""
-    for _ in range(100):
-        found = children() - known
-        if not found:
-            return
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ChildProcessError, ProcessLookupError):
-                pass
 
 _live_children: set[int] = set()  # every child process being graded by this process, on any thread
+
 
 @dataclass
 class Spawned:
@@ -327,7 +116,7 @@ class Spawned:
     lifeline: int  # its writing end: the child sees EOF once it is closed
     before: set[int]
     watchdog: Watchdog
-    captures: tuple[_Capture, _Capture]
+    captures: tuple[Capture, Capture]
     gpu_memory_gib: float
     outputs: Path
     witness: witness_stream.Reader | None = None  # reads the witness's pipe, where it records the child
@@ -373,6 +162,7 @@ class Spawned:
         self.process.kill()
         self.reap()
         os.close(self.read_fd)
+
 
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
           preload: str = "", timed: bool = False, held: bool = False) -> Spawned:  # fmt: skip
@@ -427,11 +217,12 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     for fd in passed:
         os.close(fd)
     watchdog = Watchdog(process.pid, limits, before, disk=(compiled, scratch), siblings=_live_children)
-    captures = (_Capture(process.stdout), _Capture(process.stderr))
+    captures = (Capture(process.stdout), Capture(process.stderr))
     for thread in (watchdog, *captures, *([reader] if reader else [])):
         thread.start()
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
                    gpu_memory_gib, outputs, reader, held=held, memory=memory)  # fmt: skip
+
 
 def _witness(found: witness_build.Library | None, env: dict[str, str],
              preload: bool) -> tuple[int, witness_stream.Reader | None]:  # fmt: skip
@@ -450,9 +241,11 @@ def _witness(found: witness_build.Library | None, env: dict[str, str],
         env["LD_PRELOAD"] = str(found.path)
     return write_end, witness_stream.Reader(read_end)
 
+
 def _shown(job: Job) -> list[Path]:
     """What a child reads of its grading: the submission's copy and the libraries built from it."""
     return [Path(job.submission_dir), *(Path(library).parent for library in job.libraries.values())]
+
 
 def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: float,
               gate: Callable[[str], None] | None = None, compiled: Path | None = None,
@@ -494,7 +287,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         except OSError:
             pass  # the child is gone: its death says why
 
-    channel = _Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
+    channel = Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
                        int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
     started = run.began = time.monotonic()
     channel.start()
@@ -512,6 +305,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         raise run.gate_error
     return run
 
+
 def _widen(pipe: int) -> None:
     """A pipe of 1 MiB, not 64 KiB: an output of a gigabyte crosses it in 1,000 writes, not 16,000
     (each a switch between the two processes). Where the system refuses, the pipe stays as it is."""
@@ -519,6 +313,7 @@ def _widen(pipe: int) -> None:
         fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
     except OSError:
         pass
+
 
 def _tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> None:
     """Pass `stage` to the gate (it returns once the phase may go on); where it raises (the
@@ -528,6 +323,7 @@ def _tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> N
     except BaseException as error:
         run.gate_error = error
         watchdog.kill_all()
+
 
 def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: ChildRun, gated: bool) -> bool:
     """Wait for the child's end; True if it outlived `timeout_s` plus what it waited at its gate
@@ -543,6 +339,7 @@ def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: Chil
         except subprocess.TimeoutExpired:
             if not gated:
                 return True
+
 
 def _send_job(process: subprocess.Popen, job: Job) -> None:
     try:
