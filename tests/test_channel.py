@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from grader.messages import decoding, frames, reports
-from grader.running import child_run, isolation
+from grader.running import child_run, isolation, tasks
 from grader.messages.job import Task
 from grader.messages.reports import Done, Failure, Finished, Hello, Imported, Start
 
@@ -82,7 +82,7 @@ def test_a_frame_signed_with_another_key_is_tampering(tmp_path):
 
 
 def test_the_phases_line_shows_the_most_gpu_memory_any_child_held():
-    from grader.grading import Phases
+    from grader.running.tasks import Phases
 
     phases = Phases(start=0.0, correctness=0.0, timing=0.0)
     phases.add_child("correctness", child_run.ChildRun(seconds=5.0, ready_s=1.0, gpu_reserved_bytes=3 * 2**30))
@@ -169,7 +169,7 @@ def test_a_subclass_kept_by_a_benchmark_owes_no_output(tmp_path):
 def test_a_benchmark_whose_kept_output_never_came_is_not_judged_as_timed(tmp_path, finished, reason):
     """A child that says it finished without sending what it owed was stopped by code in it; one that
     died first lost the output: either way that benchmark earns nothing, with the reason."""
-    from grader.grading import _collect
+    from grader.running.tasks import _collect
 
     run, _ = _timed_run([_kept(BENCH[1])] + ([Finished(0)] if finished else []), tmp_path)
     run.returncode = None if finished else -11
@@ -184,7 +184,6 @@ def test_a_benchmark_whose_kept_output_never_came_is_not_judged_as_timed(tmp_pat
 def test_benchmarks_whose_kept_outputs_died_with_a_cuda_context_are_timed_again(monkeypatch, tmp_path):
     """A child whose CUDA context died (a fatal Failure, then its end on purpose) could not send the
     outputs it kept for later: those benchmarks are timed again in a fresh child, the fatal one is not."""
-    from grader import grading
     from grader.messages.job import Job
 
     children = []
@@ -204,7 +203,7 @@ def test_benchmarks_whose_kept_outputs_died_with_a_cuda_context_are_timed_again(
 
     monkeypatch.setattr(isolation, "run_child", run_child)
     job = Job("assignment", "submission", "cuda", 0, "", [])
-    results = grading.run_tasks(job, BENCH, tmp_path, None, grading._Budget(60.0), phase="timing")
+    results = tasks.run_tasks(job, BENCH, tmp_path, None, tasks.Budget(60.0), phase="timing")
     assert children == [[BENCH[0].id, BENCH[1].id], [BENCH[0].id]]
     assert isinstance(results[BENCH[0].id].outcome, reports.BenchReport)
     assert results[BENCH[1].id].outcome.reason == "crash"

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader.running import child_run, isolation, limits, memory_cgroup, sandbox
+from grader.running import child_run, isolation, limits, memory_cgroup, sandbox, tasks
 from grader.grading import AssignmentGrading, Settings
 from grader.messages.job import Job, Task
 from grader.messages.reports import Failure
@@ -264,14 +264,14 @@ def test_a_checkout_under_tmp_still_grades(tmp_path):
 
 
 def test_a_child_that_dies_before_any_task_is_not_blamed_on_the_student(tmp_path):
-    from grader.grading import _Budget, run_tasks
+    from grader.running.tasks import Budget, run_tasks
 
     if torch.cuda.is_available():
         pytest.skip("needs a machine without a GPU: the child is sent to a GPU that is not there")
     # A child sent to the GPU tier on a machine without a GPU dies setting up, before its first task.
     job = Job(str(REPO_ROOT / "assignments" / "vector_add"), str(tmp_path), "cuda", 0, "", [])
     tasks = [Task("add:case:0", "add", "case", 0, 1)]
-    results = run_tasks(job, tasks, tmp_path, None, _Budget(60))
+    results = run_tasks(job, tasks, tmp_path, None, Budget(60))
     failure = results["add:case:0"].outcome
     assert failure.reason == "crash" and "before running any of your code" in failure.message, failure
 
@@ -337,7 +337,6 @@ def test_a_timing_child_keeps_its_autotuner_picks_apart(tmp_path, monkeypatch):
     """The autotuner's picks of a correctness run were timed beside other students' work: every
     timing child, on a shared GPU or not, keeps picks of its own (child/timed_picks.py), and only
     a timing child does. A TA's own cache manager reaches no child."""
-    from grader import grading
 
     monkeypatch.setenv("TRITON_CACHE_MANAGER", "somewhere:Else")
     compiled = isolation.compiled_cache(tmp_path)
@@ -355,7 +354,7 @@ def test_a_timing_child_keeps_its_autotuner_picks_apart(tmp_path, monkeypatch):
     task = Task("add:bench:0", "add", "bench", 0, 1, 1, 1 << 20)
     for phase, gate in (("timing", lambda stage: True), ("timing", None), ("correctness", lambda stage: True)):
         with pytest.raises(RuntimeError):
-            grading.run_tasks(Job("", "", "cuda", 0, "", []), [task], tmp_path, None, grading._Budget(60), phase=phase,
+            tasks.run_tasks(Job("", "", "cuda", 0, "", []), [task], tmp_path, None, tasks.Budget(60), phase=phase,
                               gate=gate)  # fmt: skip
     assert seen == [True, True, False]
 

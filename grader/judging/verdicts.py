@@ -350,3 +350,21 @@ def shown_text(shown: dict) -> str:
     if "error" in shown:
         return f"{shown['label']} could not be timed (shown, not graded): {shown['error']}"
     return f"against {shown['label']} ({shown['ms']:.4f} ms) {shown['ratio']:.2f}x, shown, not graded"
+
+
+def probe_verdict(part: Part, found: TaskResult) -> Verdict:
+    """The CPU tier's verdict on a CUDA part: the launcher, called once without a GPU, either
+    returned the stub's not-implemented code or tried to launch. Real launchers check their
+    launch and end the process when it fails (llm.c's `cudaCheck` calls exit(1)): without a
+    GPU every launch fails, so that ending is expected here, and says nothing of the GPU tier."""
+    compiled = f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only"
+    tampering = integrity.harness_tampering(found.activity)
+    if tampering:
+        return tampering
+    if found.died and isinstance(found.outcome, Failure) and found.outcome.reason == "crash":
+        first = found.outcome.message.split("\n", 1)[0]
+        return Verdict("no_gpu", f"{compiled}. Called without a GPU, its launcher ended the process ({first}): "
+                                 "expected where every CUDA call fails, as a launch check that exits does")
+    if isinstance(found.outcome, Failure):
+        return Verdict(found.outcome.reason, found.outcome.message)
+    return Verdict("no_gpu", compiled)

@@ -7,6 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def task_id(part: str, kind: str, index: int) -> str:
+    """A task's name in the job and in every message about it: its part, its kind, its index."""
+    return f"{part}:{kind}:{index}"
+
+
 @dataclass(frozen=True)
 class Task:
     id: str
