@@ -163,7 +163,7 @@ def an_audit_hook_of_its_own():
 
 
 def the_kept_event():
-    sys.audit("grader.running.kept", "torch._C._autograd._disable_profiler", (), [])
+    sys.audit("grader.kept", "torch._C._autograd._disable_profiler", (), [])
 '''
 
 REBINDS_HARNESS = """

@@ -39,7 +39,7 @@ def _fake_triton(root: Path, digest: str) -> Path:
 
 def _key(root: Path, cache: Path) -> dict:
     """The key a fresh process gets, and whether it imported Triton's cache module for it."""
-    probe = ("import json, sys\nfrom grader import triton_key\nkey = triton_key.triton_key()\n"
+    probe = ("import json, sys\nfrom grader.running import triton_key\nkey = triton_key.triton_key()\n"
              "print(json.dumps({'key': key, 'imported': 'triton.runtime.cache' in sys.modules}))")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": f"{root}:{REPO_ROOT}", "XDG_CACHE_HOME": str(cache)}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)

@@ -65,7 +65,7 @@ TAMPERING = "tampering"
 REFUSED = "refused"
 NOTED = "noted"  # a gateway's use by student code, with what it moved (host_reads.py): no refusal
 FRAME = "a frame object (the grader's own frames are one step away from it)"
-KEPT_EVENT = "grader.running.kept"  # a gate asks the hook for the function it stands in for (switches.py)
+KEPT_EVENT = "grader.kept"  # a gate asks the hook for the function it stands in for (switches.py)
 # Who asked for an event: student code, a sanctioned library entry acting on its own behalf, or
 # the harness (the bottom of the main thread reached with neither on the way).
 STUDENT, LIBRARY, HARNESS = "student", "library", "harness"
