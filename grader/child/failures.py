@@ -1,5 +1,6 @@
 """A student's exception as a reason code and a message that says where in their files it came
-from; a dead CUDA context marks the failure fatal, so the next task runs in a fresh process."""
+from; a dead CUDA context marks the failure fatal, so the next task runs in a fresh process. And
+Triton's compiler's words on a kernel it rejects, with the line of the kernel they point at."""
 
 from __future__ import annotations
 
@@ -51,3 +52,17 @@ def classify(error: BaseException, root: Path) -> Failure:
     text += notes  # an autotuner's note names the config that failed
     fatal = any(marker in text for marker in FATAL_MARKERS)  # a dead CUDA context: go on in a fresh process
     return Failure(reason, f"{text[:2000]}\n{where}".rstrip(), fatal)
+
+
+def compiler_message(error: BaseException, def_line: int) -> tuple[str, int | None]:
+    """The compiler's words, the callee's too when the error is in a function the kernel calls,
+    and the line of the kernel it points at (Triton counts from the `def`, as line 1)."""
+    from triton.compiler.errors import CompilationError
+
+    texts, cause = [], error
+    while cause is not None and len(texts) < 4:
+        texts.append(f"{type(cause).__name__}: {cause}")
+        cause = cause.__cause__
+    node = getattr(error, "node", None)
+    line = def_line + node.lineno - 1 if isinstance(error, CompilationError) and hasattr(node, "lineno") else None
+    return "\n".join(texts), line

@@ -5,7 +5,7 @@ driver query raises "0 active drivers ([]). There should only be one." That brea
 works on the GPU: the tutorials' module-level `DEVICE = triton.runtime.driver.active.
 get_active_torch_device()`, the `get_device_properties` and `kernel.warmup(...)` of Triton's
 second tutorial (a fused row normalisation), `@triton.autotune` (its benchmarker is the driver's) and
-`triton.testing.do_bench`. `install()` answers them as the grading GPU would (`gpu_target.TARGET`,
+`triton.testing.do_bench`. `install()` answers them as the grading GPU would (`target.TARGET`,
 an sm_90 H100/H200), except that tensors live on the CPU, where the grader puts them.
 
 An autotuner on the CPU tier times nothing; instead it runs every config on the real arguments
@@ -29,7 +29,7 @@ from triton.runtime.errors import OutOfResources
 
 from grader.child import gpu_target
 from grader.child.config_trials import Trials, config_named, copies_of, tensors_of
-from grader.child.gpu_target import TARGET, Target
+from grader.child.target import TARGET, Target
 
 _clock = time.perf_counter  # taken before student code could rebind it
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import tempfile
 
 from grader.kernels import ptx
 from grader.messages.reports import KernelResources
@@ -75,3 +77,33 @@ def specialization(source) -> str:
                 values.append(f"{names[path[0]]}={value}")
     types = ", ".join(element_types(source))
     return "; ".join(part for part in (types, ", ".join(values)) if part)[:300]
+
+
+_TF32_DOT = re.compile(r"tt\.dot .*inputPrecision = tf32\b.*: tensor<[^>]*xf32> \* tensor<[^>]*xf32>")
+
+
+def tf32_dots(ttir: str) -> int:
+    """How many tl.dot ops multiply float32 operands in TF32, Triton's default on NVIDIA GPUs unless
+    told `input_precision="ieee"`: TTIR writes `inputPrecision = tf32` on each (and nothing for ieee)."""
+    return sum(1 for line in ttir.splitlines() if _TF32_DOT.search(line))
+
+
+def cubin_registers(kernel) -> tuple[int | None, int | None]:
+    """(registers per thread, spilled registers) from the cubin, as the driver reports them on load:
+    cuobjdump's REG, and its STACK + LOCAL bytes / 4 (the driver's local size, which Triton divides
+    by 4 into n_spills; ptxas spills registers to the stack frame). None where unknown."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    cuobjdump = os.path.join(os.path.dirname(get_ptxas(kernel.metadata.target.arch).path), "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        try:
+            usage = subprocess.run([cuobjdump, "--dump-resource-usage", cubin.name], capture_output=True,
+                                   text=True, timeout=60).stdout  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None, None
+    registers, stack, local = (re.search(rf"{name}:(\d+)", usage) for name in ("REG", "STACK", "LOCAL"))
+    if not (registers and stack and local):
+        return None, None
+    return int(registers.group(1)), (int(stack.group(1)) + int(local.group(1))) // 4
