@@ -170,16 +170,18 @@ def test_what_a_submission_plants_in_the_cache_is_gone_at_its_next_grading(tmp_p
     cache, submission = tmp_path / "cache", tmp_path / "student"
     shutil.copytree(REPO_ROOT / "tests" / "submissions" / "vector_add" / "plants_in_the_compile_cache" / "vector_add",
                     submission / "vector_add")  # fmt: skip
-    settings = Settings(device="cpu", cache=cache, owner="planter")
+    # The guard refuses each of these writes (test_guard.py); this test is of the wall behind it, so
+    # the submission runs as one that beat the guard would: in full control of its process.
+    settings = Settings(device="cpu", cache=cache, owner="planter", unguarded=True)
     (assignment,) = load_assignments(["vector_add"])
     first = grade_submission(submission, [assignment], settings)
-    said = [t.output for t in first.tests if t.kind == "correctness"]
+    said = [t.output for t in first.tests if t.kind == "correctness" and t.reason != "ok"]  # the first case is right
     assert said and all(re.search(r"planted [1-9]\d* file", text) for text in said), said[0]
     (kept,) = (p for p in cache.rglob("*") if p.is_dir() and p.parent.name == "vector_add")
     assert compile_cache.is_warm(kept), "the kernel it compiled is kept"
     assert not list(kept.rglob("planted-*")), sorted(kept.rglob("planted-*"))
     second = grade_submission(submission, [assignment], settings)
-    found = [t.output for t in second.tests if t.kind == "correctness"]
+    found = [t.output for t in second.tests if t.kind == "correctness" and t.reason != "ok"]
     assert "kernels compiled by an earlier grading of these files" in second.environment["phases"]
     assert found and all("none planted by an earlier grading was here" in text for text in found), found[0]
 

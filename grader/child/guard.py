@@ -153,7 +153,11 @@ def _trusted_roots() -> tuple[str, ...]:
     paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     paths.update(p for p in sys.path if p and os.path.isdir(p) and not p.startswith(("/tmp", "/dev")))
     paths.add(str(Path(__file__).resolve().parent.parent))
-    return tuple(sorted({os.path.realpath(p) + os.sep for p in paths}))
+    roots = {os.path.realpath(p) + os.sep for p in paths}
+    # The grader as Python loaded it too: its code objects carry that name, which may pass through a
+    # link (.venv/grader-path/grader, where the repository lies under /tmp and sys.path's entry is not trusted).
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+    return tuple(sorted(roots))
 
 
 def sealed(namespace: dict, **replacing) -> dict:
