@@ -10,7 +10,7 @@ RELEASE ?= release
 
 .PHONY: grade profile test test-gpu bench batch release clean
 
-$(VENV)/.ready: grader/bootstrap.py grader/running/stack.toml
+$(VENV)/.ready: grader/bootstrap.py grader/stack.toml
 	$(PYTHON) grader/bootstrap.py
 	@touch $@
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
-# The pinned CPU stack (grader/running/stack.toml, read as grader/running/stack.py does: nothing but the standard
+# The pinned CPU stack (grader/stack.toml, read as grader/running/stack.py does: nothing but the standard
 # library is installed yet). Triton is the GPU image's own version.
 _PIN = tomllib.loads((ROOT / "grader" / "stack.toml").read_text())
 CPU_STACK = [f"torch=={_PIN['torch-cpu']}", f"triton=={_PIN['triton']}", f"numpy{_PIN['numpy-cpu']}"]
