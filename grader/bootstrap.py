@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
-# The pinned CPU stack (grader/stack.toml, read as grader/stack.py does: nothing but the standard
+# The pinned CPU stack (grader/stack.toml, read as grader/running/stack.py does: nothing but the standard
 # library is installed yet). Triton is the GPU image's own version.
 _PIN = tomllib.loads((ROOT / "grader" / "stack.toml").read_text())
 CPU_STACK = [f"torch=={_PIN['torch-cpu']}", f"triton=={_PIN['triton']}", f"numpy{_PIN['numpy-cpu']}"]
@@ -37,7 +37,7 @@ OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benc
 
 # What a grading's processes import (the `grade` or batch process, a batch's workers, a child): on a
 # GPU image, the packages they import from the image are byte-compiled once, by reused_packages.
-GRADING_IMPORTS = ["torch", "triton", "numpy", "grader.grading", "grader.batch", "grader.report"]
+GRADING_IMPORTS = ["torch", "triton", "numpy", "grader.grading", "grader.course.batch", "grader.reporting.report"]
 
 
 def venv_python() -> Path:

@@ -16,12 +16,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from grader import profiling, report, terminal
-from grader.compile_cache import CACHE_ROOT
-from grader.environment import DeviceError, resolve_device
+from grader.kernels import profiling
+from grader.reporting import report, terminal
+from grader.running.compile_cache import CACHE_ROOT
+from grader.running.environment import DeviceError, resolve_device
 from grader.grading import Settings, grade_submission
-from grader.results import write_json
-from grader.spec import REPO_ROOT, SpecError, load_assignments
+from grader.reporting.results_json import write_json
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
+from grader.assignment.toml_table import SpecError
 
 USAGE_ERROR, GRADER_FAULT = 2, 1
 
@@ -127,8 +130,8 @@ def batch(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("--workers sizes the embedded cluster; with --scheduler, the cluster's own workers grade")
     assignments = _assignments(args.assignment)
     try:  # Dask is imported here only: `grade` works without it
-        from grader import batch as engine
-        from grader.intake import IntakeError
+        from grader.course import batch as engine
+        from grader.course.intake import IntakeError
     except ImportError as error:
         console.print(f"[red]error:[/] batch grading needs dask[distributed] ({error}); "
                       "install it with `.venv/bin/pip install 'dask[distributed]'`")  # fmt: skip
@@ -149,7 +152,7 @@ def batch(args: argparse.Namespace, console: Console) -> int:
 def override(args: argparse.Namespace, console: Console) -> int:
     """Keep the override in the gradebook, then write the last batch's outputs again (grading nobody)."""
     from grader.course import overrides
-    from grader.gradebook import Gradebook
+    from grader.course.gradebook import Gradebook
 
     book_path = args.out / "gradebook.sqlite"
     if not book_path.is_file():
@@ -168,7 +171,7 @@ def override(args: argparse.Namespace, console: Console) -> int:
     if last is None:
         console.print("No batch has run into this folder yet: the next `batch` shows the override.")
         return 0
-    from grader import batch as engine
+    from grader.course import batch as engine
 
     options = engine.Options(Path(last["submissions"]), args.out.resolve(), _assignments(last["assignments"]),
                              last["device"], None, None, False, frozenset(),
@@ -180,7 +183,7 @@ def override(args: argparse.Namespace, console: Console) -> int:
 
 
 def release(args: argparse.Namespace, console: Console) -> int:
-    from grader import release as bundle
+    from grader.course import release as bundle
 
     try:
         files = bundle.build(args.out)
@@ -192,7 +195,7 @@ def release(args: argparse.Namespace, console: Console) -> int:
 
 
 def gradescope(args: argparse.Namespace, console: Console) -> int:
-    from grader import gradescope as autograder
+    from grader.reporting import gradescope as autograder
 
     names = autograder.build_zip(args.out)
     console.print(f"Gradescope autograder: {args.out} ({len(names)} files). Upload it as the assignment's "

@@ -17,21 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader import (cases, compile_cache, compiled_kernels, cuda_build, integrity, isolation, judging, output_sizes,
-                    overlap, reasons, sandbox)
+from grader.running import compile_cache, isolation, overlap, sandbox, submission_files
+from grader.running.tasks import Budget, Phases, failure, launch_lost, run_tasks
+from grader.assignment import cases, output_sizes
+from grader.kernels import cuda_build
+from grader.judging import scoring
+from grader.judging import verdicts as judging
 from grader.child.submission import missing_file_message
-from grader.environment import describe
-from grader.gpu_lock import GpuLock
-from grader.judging import TaskResult
-from grader.messages import CaseReport, Failure, Job, Task
-from grader.numerics import Verdict
-from grader.results import Grade, TestResult
-from grader.spec import Assignment, Case, Part
+from grader.running.environment import describe
+from grader.running.gpu_lock import GpuLock
+from grader.judging.verdicts import probe_verdict
+from grader.messages.job import Job, Task, task_id
+from grader.messages.reports import Failure
+from grader.judging.numerics import Verdict
+from grader.reporting.results import Grade, TestResult
+from grader.assignment.spec import Assignment, Case, Part
 from grader.witness import build as witness_build
 from grader.witness import judge as witness_judge
-
-LOAD_REASONS = reasons.LOAD
-MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
 
 
 @dataclass
@@ -45,7 +47,7 @@ class Settings:
     cache: Path | None = None  # where compiled kernels outlive a grading (compile_cache.py); None: they do not
     owner: str = ""  # whose files these are (a student's name, or the folder): the cache's first key
     parallel: int = 1  # on a GPU, how many assignments may be graded at once (overlap.py)
-    unguarded: bool = False  # tests only: children run without their guard (messages.Job.unguarded)
+    unguarded: bool = False  # tests only: children run without their guard (job.Job.unguarded)
     # The grader's witness of the GPU (grader/witness/): opt-in while its timings are not the grade's.
     witness: bool = dataclasses.field(default_factory=witness_build.enabled)
     # Which correctness tasks the child runs, in which order; None: every case of the tier, parts
@@ -54,160 +56,20 @@ class Settings:
     arrange: Callable[[list[Task]], list[Task]] | None = None
 
 
-class _Budget:
-    def __init__(self, seconds: float):
-        self.deadline = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-
-def _failure(reason: str, message: str, died: bool = False) -> TaskResult:
-    return TaskResult(Failure(reason, message), died=died)
-
-
 def _gpu_lock(grading) -> GpuLock | None:
     """The lock of a GPU this grading shares with other workers (None where it shares none)."""
     return grading.settings.gpu_lock if grading.device == "cuda" else None
-
-
-def _timed(verdict: Verdict, result: TaskResult) -> Verdict:
-    """A case's or benchmark's verdict with the seconds its task took in the child (`seconds` in its
-    metrics): the first case of a part also pays for importing the file and compiling its kernels."""
-    if not result.seconds:
-        return verdict
-    return dataclasses.replace(verdict, metrics={**verdict.metrics, "seconds": round(result.seconds, 2)})
-
-
-def _with_kernels(verdict: Verdict, result: TaskResult, part: Part) -> Verdict:
-    """A verdict with the kernels its task launched described in its metrics (compiled_kernels.py: advice)."""
-    activity = result.activity or getattr(result.outcome, "activity", None)
-    return compiled_kernels.attach(verdict, compiled_kernels.launched(activity), part.teaches)
-
-
-def _collect(run: isolation.ChildRun) -> dict[str, TaskResult]:
-    results = {}
-    owed = {task for task, _ in run.owed()}
-    witnessed = witness_judge.for_tasks(run.witness, run.started)
-    for task_id, done in run.outcomes.items():
-        outputs = {name: found for (task, name), found in run.outputs.items() if task == task_id}
-        outcome = done.outcome if task_id not in owed else _unsent(run)
-        results[task_id] = TaskResult(outcome, done.activity, outputs, seconds=run.task_seconds.get(task_id, 0.0),
-                                      witness=witnessed.get(task_id))  # fmt: skip
-    return results
-
-
-def _unsent(run: isolation.ChildRun) -> Failure:
-    """A benchmark timed, whose kept output the child was to send after its last task, and did not."""
-    if run.finished:  # the harness sends what it owes before it says it finished: code in the process stopped it
-        return Failure("tampering", "the process said it had finished without sending the output of a timed call, "
-                                    "which the harness sends before that: code in it interfered with the harness")  # fmt: skip
-    reason, message = run.death()
-    return Failure(reason, f"the process ended after this benchmark was timed, before the output of its timed call "
-                           f"could be sent for the check: {message}")  # fmt: skip
-
-
-class Phases(dict):
-    """Seconds one grading spent in each phase: `start` (children starting: the sandbox and the
-    harness's imports), `build` (nvcc), `correctness` and `timing` (the children's time after
-    their start: importing the student's file, compiling, autotuning and running); on a GPU shared
-    with other workers also `waiting`, for the GPU's lock (not counted against the time limit).
-    On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child;
-    `warm` says the grading found the kernels an earlier grading of the same files compiled."""
-
-    gpu_reserved_bytes: int = 0
-    warm: bool = False
-
-    def add(self, phase: str, seconds: float) -> None:
-        self[phase] = self.get(phase, 0.0) + seconds
-
-    def add_child(self, phase: str, run: isolation.ChildRun) -> None:
-        start = run.ready_s if run.ready_s is not None else run.seconds - run.gated_s
-        self.add("start", start)
-        self.add(phase, max(run.seconds - start - run.gated_s, 0.0))  # its gate's wait is `waiting`
-        self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, run.gpu_reserved_bytes)
-
-    def line(self) -> str:
-        line = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
-        notes = ["kernels compiled by an earlier grading of these files"] if self.warm else []
-        if self.gpu_reserved_bytes:
-            notes.append(f"GPU memory held by torch: at most {self.gpu_reserved_bytes / 2**30:.1f} GiB")
-        return line + (f" ({'; '.join(notes)})" if notes else "")
-
-
-def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: _Budget, phases: Phases | None = None,
-              phase: str = "correctness", gate=None, compiled: Path | None = None,
-              spawned: isolation.Spawned | None = None) -> dict[str, TaskResult]:  # fmt: skip
-    """Every task's outcome: a child's report, or the reason it never reported. Each child's
-    seconds go to `phases` under `phase`; `compiled` is the compilers' cache of the grading;
-    `spawned`, a child started ahead, takes the first job (a later child starts afresh; one that
-    got no job is the caller's to discard)."""
-    phases = Phases() if phases is None else phases
-    results: dict[str, TaskResult] = {}
-    pending = list(tasks)
-    for _ in range(MAX_CHILDREN):
-        if not pending or budget.left() <= 0:
-            break
-        run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate, compiled,
-                                  spawned, timed=phase == "timing")  # fmt: skip
-        spawned = None
-        phases.add_child(phase, run)
-        found = _collect(run)
-        if run.stopped() and not run.finished:
-            # It stopped after a dead CUDA context, and the outputs it kept for later went with it:
-            # those benchmarks are timed again in the next child, under the same exclusive hold
-            # (the gate was not told "timed"); MAX_CHILDREN bounds how often.
-            lost = {task for task, _ in run.owed()}
-            found = {task: result for task, result in found.items() if task not in lost}
-        results.update(found)
-        pending = [t for t in pending if t.id not in results]
-        if not pending:
-            break
-        reason, message = run.death()
-        in_flight = run.in_flight
-        if in_flight is None and run.outcomes and not run.timed_out and not run.violation:
-            continue  # it stopped between tasks (after a CUDA error, on purpose): go on in a fresh one
-        if in_flight is None:  # it died or hung outside any task: a new child would fare no better
-            if not run.ready and not run.timed_out:  # before any student code ran: not the student's doing
-                message = ("the grading process died before running any of your code: a fault of the grader "
-                           f"or of this machine, please report it. {message}")
-            for task in pending:
-                results[task.id] = _failure(reason, message)
-            break
-        results[in_flight] = _failure(reason, message, died=True)
-        # A bug that kills the process would kill every later call of that part too: one child, not one per case.
-        dead_part = next(t.part for t in pending if t.id == in_flight)
-        note = f"not run: the process died in an earlier call of this part ({reason})"
-        for task in pending:
-            if task.part == dead_part and task.id != in_flight:
-                results[task.id] = _failure(reason, note)
-        pending = [t for t in pending if t.id not in results]
-        if run.timed_out:
-            break
-    for task in pending:
-        results.setdefault(task.id, _failure("timeout", "not run: the assignment's time limit was spent"))
-    return results
-
-
-def _launch_lost(result: TaskResult) -> bool:
-    """Whether a case's call ran a kernel that no recorded launch, and so no op or call, can be
-    tied to (messages.KernelCount.unlaunched): the profiler lost the record of a launch, which the
-    kernel would be judged foreign for (integrity.foreign_kernels). Seen once in 60,420 launches of
-    honest code, for no known reason; a kernel that a student's code could launch outside what the
-    profiler records would have to be lost again in the second run, and is judged then."""
-    report = result.outcome
-    return isinstance(report, CaseReport) and any(k.unlaunched for k in report.activity.kernels)
 
 
 class AssignmentGrading:
     def __init__(self, assignment: Assignment, submission: Path, settings: Settings):
         self.assignment, self.settings = assignment, settings
         self.device = settings.device
-        self.budget = _Budget(settings.timeout_s or assignment.timeout_for(self.device))
+        self.budget = Budget(settings.timeout_s or assignment.timeout_for(self.device))
         self.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{assignment.name}-"))
         self.copy_root = self.workdir / "submission"
-        isolation.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
-        links = isolation.links_in(submission / assignment.name)
+        submission_files.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
+        links = submission_files.links_in(submission / assignment.name)
         self.links_note = (f" Links are not followed, and the submission has {len(links)}: {', '.join(links[:5])}; "
                            "hand in the files themselves." if links else "")  # fmt: skip
         self.cwd = self.copy_root / assignment.name
@@ -309,13 +171,13 @@ class AssignmentGrading:
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
         # (a child would say the same after a second of importing torch).
-        missing = {part.name: _failure("missing_file", missing_file_message(self.cwd / part.file) + self.links_note)
+        missing = {part.name: failure("missing_file", missing_file_message(self.cwd / part.file) + self.links_note)
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         with self.gpu("correctness") as gate:
             gate = self.after_import(gate, timer)
             results = run_tasks(self.job, [t for t in tasks if t.part not in missing], self.workdir, self.view,
                                 self.budget, self.phases, "correctness", gate, self.compiled, first)  # fmt: skip
-            again = [t for t in tasks if t.id in results and _launch_lost(results[t.id])]
+            again = [t for t in tasks if t.id in results and launch_lost(results[t.id])]
             if again:  # once, in a fresh child: a kernel no launch can be tied to is judged only if it comes back
                 results.update(run_tasks(self.job, again, self.workdir, self.view, self.budget, self.phases,
                                          "correctness", gate, self.compiled))  # fmt: skip
@@ -331,9 +193,9 @@ class AssignmentGrading:
             # import refused as tampering still did not load.
             said = [Verdict(r.outcome.reason, r.outcome.message) for t in tasks if t.part == part.name
                     for r in [results[t.id]] if isinstance(r.outcome, Failure)]  # fmt: skip
-            tests.append(self.build_test(part, builds.get(part.name), verdicts + said))
-            tests.extend(self.case_tests(part, judged[part.name]))
-            tests.extend(self.performance_tests(part, verdicts, timed))
+            tests.append(scoring.build_test(self.assignment.name, part, builds.get(part.name), verdicts + said))
+            tests.extend(scoring.case_tests(self.assignment.name, part, judged[part.name]))
+            tests.extend(scoring.performance_tests(self.assignment.name, part, self.device, verdicts, timed))
         return tests
 
     def time_parts(self, verdicts: dict[str, list[Verdict]], timer: isolation.Spawned | None = None) -> dict[str, Verdict]:
@@ -363,7 +225,7 @@ class AssignmentGrading:
                                 self.compiled, timer)  # fmt: skip
         with self.judging("timing judging", after_timing=True):
             own = self.own_kernels(self.built_kernels)
-            return {task.id: _with_kernels(_timed(judging.judge_bench(self.assignment, parts[task.part],
+            return {task.id: scoring.with_kernels(scoring.timed(judging.judge_bench(self.assignment, parts[task.part],
                                                                       parts[task.part].benchmarks[task.index],
                                                                       results[task.id], self.device, own),
                                                   results[task.id]), results[task.id], parts[task.part])
@@ -472,7 +334,7 @@ class AssignmentGrading:
     def task(self, part: Part, kind: str, index: int, case: Case, repeats: int = 1) -> Task:
         cap = 2 * output_sizes.output_bytes(self.assignment, part, case) + (1 << 20)
         seed = self.seed(part, "case", index)
-        return Task(f"{part.name}:{kind}:{index}", part.name, kind, index, seed, repeats, cap)
+        return Task(task_id(part.name, kind, index), part.name, kind, index, seed, repeats, cap)
 
     def case_tasks(self, part: Part) -> list[Task]:
         """The child's work for one part: each case of the tier; for a CUDA part on the CPU tier,
@@ -490,10 +352,10 @@ class AssignmentGrading:
             return [(case, Verdict(build.reason, build.message)) for case in shown]
         if probing:
             found = results[f"{part.name}:probe:0"]
-            return [(case, self.probe_verdict(part, found)) for case in shown]
+            return [(case, probe_verdict(part, found)) for case in shown]
         kernels = set(build.kernels) if build is not None else set()
         own = self.own_kernels(kernels)
-        return [(part.cases[t.index], _with_kernels(_timed(judging.judge_case(self.assignment, part, part.cases[t.index],
+        return [(part.cases[t.index], scoring.with_kernels(scoring.timed(judging.judge_case(self.assignment, part, part.cases[t.index],
                                                                               t.seed, results[t.id], self.device, kernels,
                                                                               own), results[t.id]), results[t.id], part))
                 for t in tasks if t.part == part.name]  # fmt: skip
@@ -502,74 +364,6 @@ class AssignmentGrading:
         """Every kernel the student's files define, read here from the copy of their files: the
         witness's test of whose kernel ran (witness/judge.py)."""
         return witness_judge.own_triton_kernels(self.cwd) | cuda_kernels
-
-    @staticmethod
-    def probe_verdict(part: Part, found: TaskResult) -> Verdict:
-        """The CPU tier's verdict on a CUDA part: the launcher, called once without a GPU, either
-        returned the stub's not-implemented code or tried to launch. Real launchers check their
-        launch and end the process when it fails (llm.c's `cudaCheck` calls exit(1)): without a
-        GPU every launch fails, so that ending is expected here, and says nothing of the GPU tier."""
-        compiled = f"{part.file} compiled with nvcc; CUDA parts run on the GPU tier only"
-        tampering = integrity.harness_tampering(found.activity)
-        if tampering:
-            return tampering
-        if found.died and isinstance(found.outcome, Failure) and found.outcome.reason == "crash":
-            first = found.outcome.message.split("\n", 1)[0]
-            return Verdict("no_gpu", f"{compiled}. Called without a GPU, its launcher ended the process ({first}): "
-                                     "expected where every CUDA call fails, as a launch check that exits does")
-        if isinstance(found.outcome, Failure):
-            return Verdict(found.outcome.reason, found.outcome.message)
-        return Verdict("no_gpu", compiled)
-
-    def test(self, part: Part, kind: str, name: str, verdict: Verdict, score: float, max_score: float) -> TestResult:
-        label = f"{self.assignment.name}/{part.name}{' (bonus)' if part.bonus else ''}: {name}"
-        return TestResult(self.assignment.name, part.name, kind, label, verdict.reason, score, max_score,
-                          verdict.message, verdict.metrics, part.bonus)  # fmt: skip
-
-    def build_test(self, part: Part, build, verdicts: list[Verdict]) -> TestResult:
-        """Whether the file loaded. A compile error counts as a load failure only when every case
-        had it: a kernel that compiles for float32 but not for float16 loaded, and its float16
-        cases say why they failed."""
-        failed = next((v for v in verdicts if v.reason in LOAD_REASONS - {"compile_error"}), None)
-        if failed is None and verdicts and all(v.reason == "compile_error" for v in verdicts):
-            failed = verdicts[0]
-        if build is not None and build.library is None:
-            failed = Verdict(build.reason, build.message)
-        loaded = f"compiled with nvcc and exports {part.entry}()" if part.is_cuda else f"loaded and defines {part.entry}()"
-        verdict = failed or Verdict("ok", f"{part.file} {loaded}")
-        if build is not None and build.library is not None:
-            verdict.metrics["build_seconds"] = round(build.seconds, 2)
-            if build.resources is not None:  # what ptxas made of each kernel the launcher launches (advice)
-                verdict = compiled_kernels.attach(verdict, build.resources.of_launcher(part.entry), part.teaches)
-        return self.test(part, "build", f"load {part.file}", verdict, 0.0, 0.0)
-
-    def case_tests(self, part: Part, cases_verdicts: list[tuple[Case, Verdict]]) -> list[TestResult]:
-        points = part.correctness_points / max(len(cases_verdicts), 1)
-        tests = []
-        for case, v in cases_verdicts:
-            tests.append(self.test(part, "correctness", case.label, v, points if v.ok else 0.0, points))
-            tests[-1].hidden = case.hidden  # the report keeps a hidden case's inputs and diagnosis back (hidden.py)
-        return tests
-
-    def performance_tests(self, part: Part, verdicts: list[Verdict], timed: dict[str, Verdict]) -> list[TestResult]:
-        if not part.benchmarks:
-            return []
-        points = part.performance_points / len(part.benchmarks)
-        labels = [f"speed {case.label}" for case in part.benchmarks]
-        if self.device != "cuda":
-            verdict = Verdict("no_gpu", "speed is measured on the GPU tier only; run on a machine with a GPU to see it")
-            return [self.test(part, "performance", label, verdict, 0.0, points) for label in labels]
-        failed = next((v for v in verdicts if not v.ok), None)
-        if failed:
-            verdict = Verdict(failed.reason, f"not timed: correctness must pass first ({failed.reason})")
-            return [self.test(part, "performance", label, verdict, 0.0, points) for label in labels]
-        tasks = [self.task(part, "bench", i, case) for i, case in enumerate(part.benchmarks)]
-        tests = []
-        for task, label in zip(tasks, labels):
-            verdict = timed[task.id]
-            credit = verdict.metrics.get("credit", 0.0) if verdict.reason in ("ok", "too_slow") else 0.0
-            tests.append(self.test(part, "performance", label, verdict, points * credit, points))
-        return tests
 
 
 def grade_assignment(assignment: Assignment, submission: Path, settings: Settings) -> tuple[list[TestResult], Phases]:

@@ -20,10 +20,11 @@ import torch
 
 pytest.importorskip("pytest_benchmark", reason="make bench needs pytest-benchmark: .venv/bin/pip install pytest-benchmark")
 
-from grader import cases, cuda_build  # noqa: E402
+from grader.assignment import cases  # noqa: E402
+from grader.kernels import cuda_build
 from grader.child.launcher import CudaEntry  # noqa: E402
 from grader.child.submission import SubmissionError, entry_point, load_module  # noqa: E402
-from grader.spec import load_assignments  # noqa: E402
+from grader.assignment.loading import load_assignments  # noqa: E402
 
 pytestmark = [
     pytest.mark.student,

@@ -16,7 +16,7 @@ from rich.console import Console
 
 pytest.importorskip("pytest_benchmark", reason="needs pytest-benchmark: .venv/bin/pip install pytest-benchmark")
 
-from grader import report, terminal  # noqa: E402
+from grader.reporting import report, terminal  # noqa: E402
 from test_report import _class_grade  # noqa: E402
 
 

@@ -21,10 +21,11 @@ import pytest
 import torch
 from filelock import FileLock, Timeout  # comes with torch
 
-from grader import compile_cache
+from grader.running import compile_cache
 from grader.grading import Settings, grade_submission
-from grader.results import Grade
-from grader.spec import REPO_ROOT, load_assignments
+from grader.reporting.results import Grade
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 TESTS = Path(__file__).resolve().parent
 SUBMISSIONS = TESTS / "submissions"

@@ -25,10 +25,12 @@ import pytest
 pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
 import psutil  # noqa: E402  (comes with distributed)
 
-from grader import batch as engine  # noqa: E402
-from grader import intake, sandbox  # noqa: E402
+from grader.course import batch as engine  # noqa: E402
+from grader.running import sandbox  # noqa: E402
+from grader.course import intake
 from grader.cli import main
-from grader.spec import REPO_ROOT, load_assignment
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
 from conftest import gradebook_rows as rows_count, run_while_progressing  # noqa: E402
 from test_intake import EXPORT_METADATA, write_bomb, write_tar, write_zip
 

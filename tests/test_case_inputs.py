@@ -1,4 +1,4 @@
-"""Both tiers grade a shared case on the very same inputs (grader/cases.py, case_inputs).
+"""Both tiers grade a shared case on the very same inputs (grader/assignment/cases.py, case_inputs).
 
 Drawn on each device, a case's inputs differed between the tiers (CUDA's generator is not the
 CPU's), and a kernel whose bug only some draws show got two verdicts (issue 45: a FlashAttention
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from conftest import requires_gpu
-from grader import cases
-from grader.spec import load_assignments
+from grader.assignment import cases
+from grader.assignment.loading import load_assignments
 
 
 def _shared_cases() -> list:

@@ -1,7 +1,7 @@
 """The result channel, from the parent's side: what a child sends is data the parent checks.
 
-A child signs each frame with the job's key (messages.FrameWriter); the parent's reader
-(isolation._Channel) builds each message against its declared types and then judges what it
+A child signs each frame with the job's key (frames.FrameWriter); the parent's reader
+(child_run.Channel) builds each message against its declared types and then judges what it
 says. Here a writer stands in for the child and sends what a hostile one could.
 """
 
@@ -13,22 +13,24 @@ import threading
 
 import pytest
 
-from grader import isolation, messages
-from grader.messages import Done, Failure, Finished, Hello, Imported, Start, Task
+from grader.messages import decoding, frames, reports
+from grader.running import child_run, isolation, tasks
+from grader.messages.job import Task
+from grader.messages.reports import Done, Failure, Finished, Hello, Imported, Start
 
 CAP = 16 * 2**30  # the assignment's gpu_memory_gib, in bytes
 TASK = Task("t", "add", "case", 0, 0)
 
 
-def _read(sent: list, tmp_path, signed_with: bytes | None = None, gate=None, tasks=()) -> isolation.ChildRun:
+def _read(sent: list, tmp_path, signed_with: bytes | None = None, gate=None, tasks=()) -> child_run.ChildRun:
     """What the parent makes of `sent`, each message signed as a child signs it: with the job's key,
     or with `signed_with`; `gate(stage)` is called as a gated child's parent would open it; `tasks`
     are the job's."""
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
-    run = isolation.ChildRun()
-    channel = isolation._Channel(read_fd, key, tmp_path, list(tasks), run, lambda: None, CAP, gate)
-    writer = messages.FrameWriter(write_fd, signed_with or key)
+    run = child_run.ChildRun()
+    channel = child_run.Channel(read_fd, key, tmp_path, list(tasks), run, lambda: None, CAP, gate)
+    writer = frames.FrameWriter(write_fd, signed_with or key)
     for message in sent:
         writer.send(message)
     os.close(write_fd)
@@ -80,11 +82,11 @@ def test_a_frame_signed_with_another_key_is_tampering(tmp_path):
 
 
 def test_the_phases_line_shows_the_most_gpu_memory_any_child_held():
-    from grader.grading import Phases
+    from grader.running.tasks import Phases
 
     phases = Phases(start=0.0, correctness=0.0, timing=0.0)
-    phases.add_child("correctness", isolation.ChildRun(seconds=5.0, ready_s=1.0, gpu_reserved_bytes=3 * 2**30))
-    phases.add_child("timing", isolation.ChildRun(seconds=2.0, ready_s=1.0, gpu_reserved_bytes=2**30))
+    phases.add_child("correctness", child_run.ChildRun(seconds=5.0, ready_s=1.0, gpu_reserved_bytes=3 * 2**30))
+    phases.add_child("timing", child_run.ChildRun(seconds=2.0, ready_s=1.0, gpu_reserved_bytes=2**30))
     assert phases.line() == "start 2.0 s, correctness 4.0 s, timing 1.0 s (GPU memory held by torch: at most 3.0 GiB)"
     assert phases.gpu_reserved_bytes == 3 * 2**30
     assert "GPU memory" not in Phases(start=1.0).line(), "the CPU tier reports none"
@@ -110,23 +112,23 @@ BENCH = [Task(f"add:bench:{i}", "add", "bench", i, 0, max_output_bytes=1 << 20) 
 
 
 def _bench_done(task: Task, kind: str = "tensor") -> Done:
-    kept = messages.Observation(messages.Returned(kind, "Tensor" if kind == "tensor" else "MyTensor", "kept"))
-    return Done(task.id, messages.BenchReport(messages.Timings([0.1]), messages.Timings([0.1]), messages.Activity(),
+    kept = reports.Observation(reports.Returned(kind, "Tensor" if kind == "tensor" else "MyTensor", "kept"))
+    return Done(task.id, reports.BenchReport(reports.Timings([0.1]), reports.Timings([0.1]), reports.Activity(),
                                               kept=kept))  # fmt: skip
 
 
 def _kept(task: Task, name: str = "kept") -> tuple:
-    return messages.Output(task.id, name, "float32", [4]), bytes(16)
+    return reports.Output(task.id, name, "float32", [4]), bytes(16)
 
 
-def _timed_run(after_last_done: list, tmp_path, kinds=("tensor", "tensor")) -> tuple[isolation.ChildRun, list]:
+def _timed_run(after_last_done: list, tmp_path, kinds=("tensor", "tensor")) -> tuple[child_run.ChildRun, list]:
     """A gated child that times both benchmarks and then sends `after_last_done` (messages, or
     (Output, payload) pairs), as Worker.run does with the outputs it kept for later."""
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
-    run, stages = isolation.ChildRun(), []
-    channel = isolation._Channel(read_fd, key, tmp_path, BENCH, run, lambda: None, CAP, stages.append)
-    writer = messages.FrameWriter(write_fd, key)
+    run, stages = child_run.ChildRun(), []
+    channel = child_run.Channel(read_fd, key, tmp_path, BENCH, run, lambda: None, CAP, stages.append)
+    writer = frames.FrameWriter(write_fd, key)
     for message in [Imported(), Hello("ready")] + [m for task, kind in zip(BENCH, kinds)
                                                    for m in (Start(task.id), _bench_done(task, kind))] + after_last_done:
         writer.send(*(message if isinstance(message, tuple) else (message,)))
@@ -148,10 +150,10 @@ def test_the_outputs_kept_for_later_follow_the_last_done_and_the_gate_hears_the_
 @pytest.mark.parametrize("sent", [
     [_kept(BENCH[0]), _kept(BENCH[0])],  # a second copy of one output, to replace the first
     [_kept(BENCH[0], "other")],  # an output no Done said would follow
-    [messages.Output("add:case:0", "out", "float32", [4]), bytes(16)],  # for a task of no job
+    [reports.Output("add:case:0", "out", "float32", [4]), bytes(16)],  # for a task of no job
 ])  # fmt: skip
 def test_an_output_after_its_tasks_done_that_no_report_owes_is_tampering(tmp_path, sent):
-    sent = [tuple(sent)] if isinstance(sent[0], messages.Output) else sent
+    sent = [tuple(sent)] if isinstance(sent[0], reports.Output) else sent
     run, _ = _timed_run(sent, tmp_path)
     assert run.violation is not None and run.violation.reason == "tampering"
     assert "out-of-order message" in run.violation.message
@@ -167,7 +169,7 @@ def test_a_subclass_kept_by_a_benchmark_owes_no_output(tmp_path):
 def test_a_benchmark_whose_kept_output_never_came_is_not_judged_as_timed(tmp_path, finished, reason):
     """A child that says it finished without sending what it owed was stopped by code in it; one that
     died first lost the output: either way that benchmark earns nothing, with the reason."""
-    from grader.grading import _collect
+    from grader.running.tasks import _collect
 
     run, _ = _timed_run([_kept(BENCH[1])] + ([Finished(0)] if finished else []), tmp_path)
     run.returncode = None if finished else -11
@@ -176,39 +178,38 @@ def test_a_benchmark_whose_kept_output_never_came_is_not_judged_as_timed(tmp_pat
     unsent = results[BENCH[0].id].outcome
     assert isinstance(unsent, Failure) and unsent.reason == reason, unsent
     assert "output" in unsent.message and "timed call" in unsent.message
-    assert isinstance(results[BENCH[1].id].outcome, messages.BenchReport)
+    assert isinstance(results[BENCH[1].id].outcome, reports.BenchReport)
 
 
 def test_benchmarks_whose_kept_outputs_died_with_a_cuda_context_are_timed_again(monkeypatch, tmp_path):
     """A child whose CUDA context died (a fatal Failure, then its end on purpose) could not send the
     outputs it kept for later: those benchmarks are timed again in a fresh child, the fatal one is not."""
-    from grader import grading
-    from grader.messages import Job
+    from grader.messages.job import Job
 
     children = []
 
     def run_child(job, *args, **kwargs):
         children.append([task.id for task in job.tasks])
-        run = isolation.ChildRun(started=[task.id for task in job.tasks], ready=True)
+        run = child_run.ChildRun(started=[task.id for task in job.tasks], ready=True)
         if len(children) == 1:
             run.outcomes = {BENCH[0].id: _bench_done(BENCH[0]),
                             BENCH[1].id: Done(BENCH[1].id, Failure("crash", "an illegal memory access", fatal=True))}
             run.returncode = 3
         else:
             run.outcomes = {task.id: _bench_done(task) for task in job.tasks}
-            run.outputs = {(task.id, "kept"): isolation.OutputFile("float32", [4], None) for task in job.tasks}
+            run.outputs = {(task.id, "kept"): child_run.OutputFile("float32", [4], None) for task in job.tasks}
             run.finished, run.returncode = True, 0
         return run
 
     monkeypatch.setattr(isolation, "run_child", run_child)
     job = Job("assignment", "submission", "cuda", 0, "", [])
-    results = grading.run_tasks(job, BENCH, tmp_path, None, grading._Budget(60.0), phase="timing")
+    results = tasks.run_tasks(job, BENCH, tmp_path, None, tasks.Budget(60.0), phase="timing")
     assert children == [[BENCH[0].id, BENCH[1].id], [BENCH[0].id]]
-    assert isinstance(results[BENCH[0].id].outcome, messages.BenchReport)
+    assert isinstance(results[BENCH[0].id].outcome, reports.BenchReport)
     assert results[BENCH[1].id].outcome.reason == "crash"
 
 
-def _sent_in_pieces(tmp_path, pieces, length: int, threads=None) -> messages.Frame:
+def _sent_in_pieces(tmp_path, pieces, length: int, threads=None) -> frames.Frame:
     """One Output whose payload the writer takes in `pieces` (adding up to `length`), read back
     by the parent's reader on another thread, as the pipe's two ends run in two processes."""
     key = secrets.token_bytes(32)
@@ -217,17 +218,17 @@ def _sent_in_pieces(tmp_path, pieces, length: int, threads=None) -> messages.Fra
 
     def read() -> None:
         try:
-            got.append(messages.FrameReader(os.fdopen(read_fd, "rb"), key, tmp_path, length, length).read())
-        except messages.ProtocolError as error:
+            got.append(frames.FrameReader(os.fdopen(read_fd, "rb"), key, tmp_path, length, length).read())
+        except decoding.ProtocolError as error:
             got.append(error)
 
     reader = threading.Thread(target=read)
     reader.start()
-    writer = messages.FrameWriter(write_fd, key)
+    writer = frames.FrameWriter(write_fd, key)
     if threads is not None:
         writer._threads = threads
     try:
-        writer.send(messages.Output("add:bench:0", "kept", "uint8", [length]), pieces, length)
+        writer.send(reports.Output("add:bench:0", "kept", "uint8", [length]), pieces, length)
     finally:
         os.close(write_fd)
         reader.join()
@@ -246,7 +247,7 @@ def _reused_buffer(data: bytes, size: int):
 
 
 def test_a_payload_sent_in_pieces_through_one_reused_buffer_arrives_whole_and_signed(tmp_path):
-    data = secrets.token_bytes(3 * messages.PAYLOAD_CHUNK + 12345)
+    data = secrets.token_bytes(3 * frames.PAYLOAD_CHUNK + 12345)
     frame = _sent_in_pieces(tmp_path, _reused_buffer(data, 1 << 20), len(data))
     assert frame.payload.read_bytes() == data
 
@@ -259,7 +260,7 @@ def test_where_no_thread_can_start_the_writer_signs_each_piece_itself(tmp_path):
 
     data = secrets.token_bytes(5 << 20)
     frame = _sent_in_pieces(tmp_path, _reused_buffer(data, 1 << 20), len(data),
-                            threads=(refused, *messages.FrameWriter(-1, b"k")._threads[1:]))  # fmt: skip
+                            threads=(refused, *frames.FrameWriter(-1, b"k")._threads[1:]))  # fmt: skip
     assert frame.payload.read_bytes() == data
 
 
@@ -277,7 +278,7 @@ def _frame_bytes(key: bytes, data: bytes, pieces) -> bytes:
     chunks: list = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(read_fd, 1 << 20), b"")))
     reader.start()
-    messages.FrameWriter(write_fd, key).send(messages.Output("add:bench:0", "kept", "uint8", [len(data)]), pieces,
+    frames.FrameWriter(write_fd, key).send(reports.Output("add:bench:0", "kept", "uint8", [len(data)]), pieces,
                                              len(data))  # fmt: skip
     os.close(write_fd)
     reader.join()
@@ -292,38 +293,38 @@ def test_a_payload_is_signed_through_the_sha256_of_each_unit_in_order():
     import hashlib
     import hmac
 
-    key, unit = secrets.token_bytes(32), messages.PAYLOAD_CHUNK
+    key, unit = secrets.token_bytes(32), frames.PAYLOAD_CHUNK
     data = secrets.token_bytes(2 * unit + 777)
     for pieces in ([data], [data[:1000], data[1000 : unit + 5], data[unit + 5 :]], _reused_buffer(data, 3 << 20)):
         frame = _frame_bytes(key, data, pieces)
-        header_length, payload_length = messages.PREFIX.unpack(frame[: messages.PREFIX.size])
-        header = frame[messages.PREFIX.size : messages.PREFIX.size + header_length]
-        assert payload_length == len(data) and frame[-messages.MAC_BYTES - len(data) : -messages.MAC_BYTES] == data
+        header_length, payload_length = frames.PREFIX.unpack(frame[: frames.PREFIX.size])
+        header = frame[frames.PREFIX.size : frames.PREFIX.size + header_length]
+        assert payload_length == len(data) and frame[-frames.MAC_BYTES - len(data) : -frames.MAC_BYTES] == data
         digests = b"".join(hashlib.sha256(data[at : at + unit]).digest() for at in range(0, len(data), unit))
-        signed = (0).to_bytes(8, "big") + frame[: messages.PREFIX.size] + header + digests
-        assert frame[-messages.MAC_BYTES :] == hmac.new(key, signed, "sha256").digest()
+        signed = (0).to_bytes(8, "big") + frame[: frames.PREFIX.size] + header + digests
+        assert frame[-frames.MAC_BYTES :] == hmac.new(key, signed, "sha256").digest()
 
 
 def _read_frame(tmp_path, key: bytes, frame: bytes):
     import io
 
-    return messages.FrameReader(io.BytesIO(frame), key, tmp_path, len(frame), len(frame)).read()
+    return frames.FrameReader(io.BytesIO(frame), key, tmp_path, len(frame), len(frame)).read()
 
 
 def test_a_payload_changed_in_one_unit_or_with_two_units_swapped_is_tampering(tmp_path):
-    key, unit = secrets.token_bytes(32), messages.PAYLOAD_CHUNK
+    key, unit = secrets.token_bytes(32), frames.PAYLOAD_CHUNK
     data = secrets.token_bytes(unit) + secrets.token_bytes(unit)
     frame = _frame_bytes(key, data, [data])
-    start = len(frame) - messages.MAC_BYTES - len(data)
+    start = len(frame) - frames.MAC_BYTES - len(data)
     flipped = bytearray(frame)
     flipped[start + unit + 12345] ^= 1
-    swapped = frame[:start] + data[unit:] + data[:unit] + frame[-messages.MAC_BYTES :]
+    swapped = frame[:start] + data[unit:] + data[:unit] + frame[-frames.MAC_BYTES :]
     for name, sent in (("as sent", frame), ("a bit flipped", bytes(flipped)), ("units swapped", swapped)):
         folder = tmp_path / name
         folder.mkdir()
         if sent is frame:
             assert _read_frame(folder, key, sent).payload.read_bytes() == data
             continue
-        with pytest.raises(messages.ProtocolError) as refused:
+        with pytest.raises(decoding.ProtocolError) as refused:
             _read_frame(folder, key, sent)
         assert refused.value.reason == "tampering", name

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from conftest import requires_gpu
-from grader import compile_cache, isolation
+from grader.running import compile_cache, isolation
 from grader.grading import Settings, grade_submission
-from grader.spec import REPO_ROOT, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 
 def _submission(root: Path, text: str = "") -> Path:

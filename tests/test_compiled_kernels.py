@@ -1,4 +1,4 @@
-"""What the compiler made of each kernel (grader/compiled_kernels.py), in the report and results.json.
+"""What the compiler made of each kernel (grader/kernels/compiled_kernels.py), in the report and results.json.
 
 Each reading is earned by a slow or known-wrong submission that names it (`readings` in its
 expect.toml, under submissions/ or corpus/), graded here on the CPU tier, which compiles every
@@ -16,11 +16,14 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import SUBMISSIONS, TESTS, grade, known_wrong, requires_gpu
-from grader import compile_cache, compiled_kernels, report
+from grader.running import compile_cache
+from grader.kernels import compiled_kernels
+from grader.reporting import report
 from grader.child import hooks, monitor, resources
 from grader.grading import Settings, grade_submission
-from grader.messages import Activity, KernelResources, TargetReport
-from grader.spec import REPO_ROOT, load_assignments
+from grader.messages.reports import Activity, KernelResources, TargetReport
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 
 def _kernel(**figures) -> KernelResources:

@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TESTS, grade, requires_gpu
-from grader.results import REASONS
-from grader.spec import load_assignments
+from grader.reporting.results import REASONS
+from grader.assignment.loading import load_assignments
 
 CORPUS = TESTS / "corpus"
 ENTRIES = sorted(path.parent for path in CORPUS.glob("*/expect.toml"))

@@ -21,15 +21,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from grader import hidden, judging, report, summary
-from grader import terminal as terminal_table
+from grader.judging import verdicts as judging
+from grader.reporting import hidden, report, summary
+from grader.reporting import terminal as terminal_table
 from grader.course import adjustments, canvas, late, leaderboard, outputs, overrides, similarity
 from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePolicy, load_course
-from grader.gradebook import Entry, Gradebook, Key
-from grader.messages import Activity, BenchReport, Timings
-from grader.results import Grade, TestResult, gradescope
+from grader.course.gradebook import Entry, Gradebook, Key
+from grader.messages.reports import Activity, BenchReport, Timings
+from grader.reporting.results import Grade, TestResult
+from grader.reporting.results_json import gradescope
 from conftest import grade, requires_gpu
-from grader.spec import REPO_ROOT, assignment_names, load_assignment, load_assignments
+from grader.assignment.loading import assignment_names, load_assignment, load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 TESTS = Path(__file__).resolve().parent
 KNOWN = assignment_names()

@@ -35,7 +35,7 @@ pytest.importorskip("distributed", reason="batch grading needs dask[distributed]
 
 from conftest import requires_gpu  # noqa: E402
 from grader.cli import main  # noqa: E402
-from grader.spec import REPO_ROOT  # noqa: E402
+from grader.assignment.spec import REPO_ROOT  # noqa: E402
 from test_batch import SALT, batch, grades_csv, rows  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent

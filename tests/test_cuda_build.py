@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from grader import cuda_build
+from grader.kernels import cuda_build
 
 pytestmark = [
     pytest.mark.student,

@@ -1,4 +1,4 @@
-"""Each diagnosis on the signature it names, and none on right outputs (grader/diagnosis.py). The
+"""Each diagnosis on the signature it names, and none on right outputs (grader/judging/diagnosis.py). The
 known-wrong submissions that earn them through the whole pipeline name theirs in expect.toml."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import diagnosis
-from grader.spec import Tolerance
+from grader.judging import diagnosis
+from grader.assignment.spec import Tolerance
 
 FLOAT32 = Tolerance(rtol=1e-5, atol=1e-5, norm=1e-5)
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import integrity, ops
+from grader.judging import integrity, ops
 from grader.child.monitor import CallMonitor
-from grader.messages import Activity, LaunchCount, OpCount
-from grader.spec import REPO_ROOT, load_assignment
+from grader.messages.reports import Activity, LaunchCount, OpCount
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
 
 pytestmark = pytest.mark.student
 

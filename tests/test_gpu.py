@@ -13,8 +13,8 @@ import pytest
 from conftest import grade, known_wrong, requires_gpu
 from test_reference_submissions import bonus
 from test_wrong_submissions import assert_diagnoses, assert_passes, expectations, in_scope
-from grader.results import write_json
-from grader.spec import assignment_names, load_assignments
+from grader.reporting.results_json import write_json
+from grader.assignment.loading import assignment_names, load_assignments
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 

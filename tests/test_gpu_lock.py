@@ -14,14 +14,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import batch, gpu_lock, judging
+from grader.running import gpu_lock
+from grader.judging import verdicts as judging
+from grader.course import batch
 from grader import grading as grading_module
-from grader.gpu_lock import ENVIRONMENT, GpuLock
-from grader.grading import AssignmentGrading, Phases, Settings, _Budget
-from grader.judging import TaskResult
-from grader.messages import Failure
-from grader.numerics import Verdict
-from grader.spec import load_assignments
+from grader.running.gpu_lock import ENVIRONMENT, GpuLock
+from grader.grading import AssignmentGrading, Settings
+from grader.running.tasks import Budget, Phases
+from grader.judging.verdicts import TaskResult
+from grader.messages.reports import Failure
+from grader.judging.numerics import Verdict
+from grader.assignment.loading import load_assignments
 
 
 def _hold(lock: GpuLock, how: str, log: list, name: str, entered: threading.Event, release: threading.Event):
@@ -111,7 +114,7 @@ def test_each_gpu_has_its_own_lock(tmp_path):
 
 def _grading_on(lock: GpuLock, name: str) -> SimpleNamespace:
     """What AssignmentGrading.gpu reads of a grading of assignment `name` on a GPU shared through `lock`."""
-    return SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=_Budget(60.0),
+    return SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cuda", budget=Budget(60.0),
                            assignment=SimpleNamespace(name=name),
                            phases=Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0))  # fmt: skip
 
@@ -166,7 +169,7 @@ def test_a_grading_holds_the_lock_per_phase_and_waiting_costs_no_time_limit(tmp_
         assert float(asked) <= float(got) <= float(released) and int(pid) == os.getpid()
     waited = [float(got) - float(asked) for how, asked, got, _, _, label in lines if label == expected[0][1]]
     assert waited[0] >= 0.3, "the log does not show the wait for the other student's timing"
-    cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", budget=_Budget(60.0), phases=Phases())
+    cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", budget=Budget(60.0), phases=Phases())
     with AssignmentGrading.gpu(cpu, phase) as gate:
         assert gate is None, "the CPU tier has no GPU to wait for"
 
@@ -178,9 +181,9 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
     import dataclasses
     import shutil
 
-    from grader import isolation
+    from grader.running import isolation
     from grader.grading import Settings
-    from grader.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     submission = tmp_path / "student"
     shutil.copytree(repo / "solutions" / "vector_add", submission / "vector_add")
@@ -393,7 +396,7 @@ def test_a_timed_phase_sends_with_the_gpu_shared_and_judges_after_the_next_timed
     grading = object.__new__(AssignmentGrading)
     grading.assignment, grading.device = load_assignments(["vector_add"])[0], "cuda"
     grading.settings = Settings(device="cuda", gpu_lock=GpuLock(tmp_path, "0"))
-    grading.budget, grading.phases = _Budget(60.0), Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
+    grading.budget, grading.phases = Budget(60.0), Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
     grading.job = grading.workdir = grading.view = grading.compiled = None
     grading.built_kernels, grading.cwd = set(), tmp_path
     log, others = [], {}
@@ -482,9 +485,10 @@ def test_verdicts_do_not_depend_on_a_timed_phase_waiting_beside_them(tmp_path, r
     fresh process gets the verdicts it gets graded alone (here: only the first call fails)."""
     import shutil
 
-    from grader.grading import Settings, run_tasks
-    from grader.messages import CaseReport
-    from grader.spec import load_assignment
+    from grader.grading import Settings
+    from grader.running.tasks import run_tasks
+    from grader.messages.reports import CaseReport
+    from grader.assignment.loading import load_assignment
 
     student = tmp_path / "student" / "vector_add"
     shutil.copytree(repo / "solutions" / "vector_add", student)
@@ -502,7 +506,7 @@ def test_verdicts_do_not_depend_on_a_timed_phase_waiting_beside_them(tmp_path, r
                 waiting.append(_start(GpuLock(tmp_path / "locks", "0"), "exclusive", log, "other student's timing"))
 
         try:
-            results = run_tasks(grading.job, tasks, grading.workdir, grading.view, _Budget(120.0), gate=gate)
+            results = run_tasks(grading.job, tasks, grading.workdir, grading.view, Budget(120.0), gate=gate)
         finally:
             shutil.rmtree(grading.workdir, ignore_errors=True)
         thread, timing_in, timing_go = waiting[0]
@@ -518,7 +522,7 @@ def test_verdicts_do_not_depend_on_a_timed_phase_waiting_beside_them(tmp_path, r
 
 def _gated_grading(repo):
     from grader.grading import Settings
-    from grader.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     assignment = load_assignment(repo / "assignments" / "vector_add")
     grading = AssignmentGrading(assignment, repo / "solutions", Settings(device="cpu"))
@@ -530,8 +534,8 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
     killed and the error reaches the caller, never a wait that moves the child's deadline for ever."""
     import shutil
 
-    from grader import isolation
-    from grader.grading import run_tasks
+    from grader.running import isolation
+    from grader.running.tasks import run_tasks
 
     grading, tasks = _gated_grading(repo)
 
@@ -542,7 +546,7 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
     began = time.monotonic()
     try:
         with pytest.raises(OSError, match="the lock's folder is gone"):
-            run_tasks(grading.job, tasks, grading.workdir, grading.view, _Budget(120.0), gate=gate)
+            run_tasks(grading.job, tasks, grading.workdir, grading.view, Budget(120.0), gate=gate)
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
     assert time.monotonic() - began < 60, "the grading waited on after its gate failed"

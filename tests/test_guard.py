@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import grade, requires_gpu
-from grader.spec import REPO_ROOT
+from grader.assignment.spec import REPO_ROOT
 
 STUDENT = '''
 import shutil

@@ -63,14 +63,15 @@ import psutil  # noqa: E402  (comes with distributed)
 
 from conftest import (SUBMISSIONS, gradebook_rows, hostile_batch_expectations, known_wrong,  # noqa: E402
                       run_while_progressing)
-from grader import compile_cache, sandbox  # noqa: E402
-from grader.spec import REPO_ROOT, load_assignment  # noqa: E402
+from grader.running import compile_cache, sandbox  # noqa: E402
+from grader.assignment.loading import load_assignment  # noqa: E402
+from grader.assignment.spec import REPO_ROOT
 from test_wrong_submissions import assert_diagnoses, assert_output  # noqa: E402
 
 HOSTILE = SUBMISSIONS / "vector_add"
 HANG = "deadlock"  # the batch's hang is the one that sleeps (see above)
 SALT = "hostile batch salt"
-# What a TA's shell may hold: no child may see any of it (grader/child_env.py).
+# What a TA's shell may hold: no child may see any of it (grader/running/child_env.py).
 TA_SECRETS = {"AWS_SECRET_ACCESS_KEY": "hostile-batch-aws-secret", "HF_TOKEN": "hf_hostile_batch_token"}
 FAKE_MARK = b"FAKE-RESULTS"  # what fake_results writes into every results.json it can reach
 STATUS = sandbox.probe()
@@ -182,7 +183,7 @@ def run(tmp_path_factory, solutions) -> Run:
     (home / "solutions" / "vector_add").mkdir(parents=True)
     (home / "solutions" / "vector_add" / "vector_add.py").write_text("# the decoy solution\n")
     (home / ".profile").write_text("# the TA's own file\n")
-    (root / "salt").write_text(SALT)  # the TA's secret, in a file no child sees (grader/salt.py)
+    (root / "salt").write_text(SALT)  # the TA's secret, in a file no child sees (grader/course/salt.py)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
     env.update(GRADER_SALT_FILE=str(root / "salt"), HOME=str(home), TMPDIR=str(tmp), **TA_SECRETS)
     # The batch's compile cache (compile_cache.CACHE_ROOT, under the HOME given here), seeded

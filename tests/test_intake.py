@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import archives, intake, summary
-from grader.spec import assignment_names
+from grader.course import archives, intake
+from grader.reporting import summary
+from grader.assignment.loading import assignment_names
 
 ASSIGNMENTS = assignment_names()
 EXPORT_METADATA = """\
@@ -75,7 +76,7 @@ def write_bomb(path: Path) -> Path:
 
 
 GOOD = {"vector_add/vector_add.py": b"def add(x, y):\n    return x\n"}
-# What grader.batch.OUTPUT_NAMES holds (not imported here: the batch imports torch, seconds to load).
+# What grader.course.batch.OUTPUT_NAMES holds (not imported here: the batch imports torch, seconds to load).
 RESERVED = (".unpacked", "gradebook.sqlite", "gradebook.sqlite-journal", "grades.csv", "summary.html", "similarity.csv",
             "canvas.csv", "leaderboards")
 TAR_END = bytes(1024)  # two zero blocks

@@ -18,14 +18,16 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import cases, integrity, judging
+from grader.assignment import cases
+from grader.judging import integrity
+from grader.judging import verdicts as judging
 from grader.child import timing
 from grader.child.snapshot import HarnessSnapshot
-from grader.isolation import OutputFile
-from grader.judging import TaskResult
-from grader.messages import (Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount,
-                             Observation, Returned)  # fmt: skip
-from grader.spec import REPO_ROOT, Performance, Tolerance, load_assignment
+from grader.running.child_run import OutputFile
+from grader.judging.verdicts import TaskResult
+from grader.messages.reports import Activity, CaseReport, Failure, Followup, KernelCount, KernelLoads, LaunchCount, Observation, Returned  # fmt: skip
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT, Performance, Tolerance
 
 ASSIGNMENT = load_assignment(REPO_ROOT / "assignments" / "vector_add")
 PART = ASSIGNMENT.parts[0]
@@ -41,7 +43,7 @@ def test_snapshot_names_each_rebound_object_and_forgets_restored_ones(monkeypatc
     monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 1e-3)
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
     monkeypatch.setattr(judging, "tampering", lambda metrics: None)
-    assert snapshot.changed() == ["grader.judging.tampering", "time.perf_counter", "torch.cuda.Event.elapsed_time"]
+    assert snapshot.changed() == ["grader.judging.verdicts.tampering", "time.perf_counter", "torch.cuda.Event.elapsed_time"]
     monkeypatch.undo()
     assert snapshot.changed() == []
 

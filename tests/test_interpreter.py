@@ -255,7 +255,7 @@ def test_the_comparison_is_not_the_students_torch_work(forks):
     the CallMonitor, as a graded call is."""
     result = run_child("""
         from pathlib import Path
-        from grader import ops
+        from grader.judging import ops
         from grader.child.monitor import CallMonitor
         matmul = load("autotuned_matmul")
         a, b = torch.randn(50, 96), torch.randn(96, 70)

@@ -27,10 +27,13 @@ import pytest
 import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
-from grader import isolation, limits, memory_cgroup, sandbox
+from grader.running import child_run, isolation, limits, memory_cgroup, sandbox, tasks
 from grader.grading import AssignmentGrading, Settings
-from grader.messages import Failure, Job, Task
-from grader.spec import REPO_ROOT, SpecError, load_assignment
+from grader.messages.job import Job, Task
+from grader.messages.reports import Failure
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
+from grader.assignment.toml_table import SpecError
 
 HOSTILE = SUBMISSIONS / "vector_add"
 STATUS = sandbox.probe()
@@ -119,7 +122,7 @@ def test_ten_megabytes_of_output_are_truncated_and_the_grade_is_normal(tmp_path)
         shutil.rmtree(grading.workdir, ignore_errors=True)
     assert run.finished and not any(isinstance(d.outcome, Failure) for d in run.outcomes.values())
     for text in (run.stdout, run.stderr):
-        assert len(text) < 2 * isolation.CAPTURE_BYTES + 200 and "bytes of output left out" in text
+        assert len(text) < 2 * child_run.CAPTURE_BYTES + 200 and "bytes of output left out" in text
     result = grade(submission, ["vector_add"])
     assert not failures(result), "the prints cost nothing"
     assert len(json.dumps([t.output for t in result.tests])) < 20_000
@@ -134,7 +137,7 @@ def test_the_sandbox_is_named_in_every_grade():
 def test_the_tas_secrets_never_reach_the_child(monkeypatch):
     """Issue 41, 5: everything of the TA's environment but PYTHON* and GRADER_* reached the
     child, and a submission raised AWS_SECRET_ACCESS_KEY and HF_TOKEN into its own feedback. A
-    child inherits only what Python, CUDA and the compilers need (grader/child_env.py)."""
+    child inherits only what Python, CUDA and the compilers need (grader/running/child_env.py)."""
     planted = {"AWS_SECRET_ACCESS_KEY": "fake-aws-secret-41", "HF_TOKEN": "hf_fake_token_41",
                "LD_PRELOAD": "/fake/preload-41.so", "CUDA_LAUNCH_BLOCKING": "1"}  # fmt: skip
     for name, value in planted.items():
@@ -261,14 +264,14 @@ def test_a_checkout_under_tmp_still_grades(tmp_path):
 
 
 def test_a_child_that_dies_before_any_task_is_not_blamed_on_the_student(tmp_path):
-    from grader.grading import _Budget, run_tasks
+    from grader.running.tasks import Budget, run_tasks
 
     if torch.cuda.is_available():
         pytest.skip("needs a machine without a GPU: the child is sent to a GPU that is not there")
     # A child sent to the GPU tier on a machine without a GPU dies setting up, before its first task.
     job = Job(str(REPO_ROOT / "assignments" / "vector_add"), str(tmp_path), "cuda", 0, "", [])
     tasks = [Task("add:case:0", "add", "case", 0, 1)]
-    results = run_tasks(job, tasks, tmp_path, None, _Budget(60))
+    results = run_tasks(job, tasks, tmp_path, None, Budget(60))
     failure = results["add:case:0"].outcome
     assert failure.reason == "crash" and "before running any of your code" in failure.message, failure
 
@@ -334,7 +337,6 @@ def test_a_timing_child_keeps_its_autotuner_picks_apart(tmp_path, monkeypatch):
     """The autotuner's picks of a correctness run were timed beside other students' work: every
     timing child, on a shared GPU or not, keeps picks of its own (child/timed_picks.py), and only
     a timing child does. A TA's own cache manager reaches no child."""
-    from grader import grading
 
     monkeypatch.setenv("TRITON_CACHE_MANAGER", "somewhere:Else")
     compiled = isolation.compiled_cache(tmp_path)
@@ -352,7 +354,7 @@ def test_a_timing_child_keeps_its_autotuner_picks_apart(tmp_path, monkeypatch):
     task = Task("add:bench:0", "add", "bench", 0, 1, 1, 1 << 20)
     for phase, gate in (("timing", lambda stage: True), ("timing", None), ("correctness", lambda stage: True)):
         with pytest.raises(RuntimeError):
-            grading.run_tasks(Job("", "", "cuda", 0, "", []), [task], tmp_path, None, grading._Budget(60), phase=phase,
+            tasks.run_tasks(Job("", "", "cuda", 0, "", []), [task], tmp_path, None, tasks.Budget(60), phase=phase,
                               gate=gate)  # fmt: skip
     assert seen == [True, True, False]
 
@@ -481,7 +483,7 @@ def test_the_correctness_child_starts_before_its_cases_are_sized(tmp_path, monke
     sizes, imports torch's compiler modules in the grading process, seconds on a loaded machine:
     the correctness child is started first and imports torch meanwhile, and the first run of cases
     goes to it. A submission without the part's file starts no child at all."""
-    from grader import output_sizes
+    from grader.assignment import output_sizes
 
     events = []
     real_spawn, real_run_child, real_size = isolation.spawn, isolation.run_child, output_sizes.output_bytes

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.release import MARKER
-from grader.spec import assignment_names, load_assignments
+from grader.course.release import MARKER
+from grader.assignment.loading import assignment_names, load_assignments
 
 pytestmark = pytest.mark.student
 
@@ -319,3 +319,132 @@ def test_a_shared_module_fixture_is_built_once_under_make_test(repo, tmp_path):
                           timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert len(log.read_text().split()) == 1, f"the fixture was built by workers {log.read_text().split()}"
+
+
+# The layout of grader/: packages named for the stages a grading passes through (the assignment's
+# data, running student code, the child, judging, the kernels as built, reporting, the course, the
+# messages between parent and child, the witness); directly under grader/ only what starts it all.
+TOP_LEVEL = {"__init__.py", "__main__.py", "cli.py", "bootstrap.py", "grading.py"}
+MAX_MODULE_LINES = 400
+
+
+def _module_name(package_root: Path, path: Path) -> str:
+    parts = path.relative_to(package_root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package_root: Path) -> dict[str, set[str]]:
+    """Each module of the package under `package_root`, and the modules of it that it imports
+    (read from its AST: every `import` and `from ... import`, at any depth, inside a function or
+    under TYPE_CHECKING alike)."""
+    modules = {_module_name(package_root, path): path for path in package_root.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names if alias.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+                found.add(node.module)
+                found |= {f"{node.module}.{alias.name}" for alias in node.names if f"{node.module}.{alias.name}" in modules}
+        graph[name] = found - {name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_import_circle_among_the_grader_modules(repo):
+    """A circle hides which module a reader should read first, and ends in an import that works
+    only in one order; the shared piece belongs in a module of its own."""
+    circles = import_circles(import_graph(repo / "grader"))
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
+def test_an_import_circle_is_found(tmp_path):
+    package = tmp_path / "grader"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inner" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from grader.inner import b\n")
+    (package / "inner" / "b.py").write_text("def f():\n    from grader.c import x\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import grader.a\nx = 1\n")
+    (package / "d.py").write_text("from grader import a\n")
+    assert import_circles(import_graph(package)) == [["grader.a", "grader.c", "grader.inner.b"]]
+
+
+def loose_modules(package_root: Path) -> list[str]:
+    return sorted(p.name for p in package_root.glob("*.py") if p.name not in TOP_LEVEL)
+
+
+def test_directly_under_grader_only_what_starts_a_grading(repo):
+    """Every other module sits in the package of its stage: grader/'s listing is the pipeline."""
+    loose = loose_modules(repo / "grader")
+    assert not loose, f"modules directly under grader/: {loose}; move each into the package of its stage"
+
+
+def test_a_loose_module_is_found(tmp_path):
+    (tmp_path / "running").mkdir()
+    for name in ("cli.py", "grading.py", "sandbox.py", "running/limits.py"):
+        (tmp_path / name).write_text("")
+    assert loose_modules(tmp_path) == ["sandbox.py"]
+
+
+# Modules still over the limit, each with why it is not split yet; the list only shrinks.
+LONG_FOR_NOW = {
+    # The audit hook's functions run sealed, over a private copy of this module's namespace
+    # (guard.sealed): a function moved to another module would run over that module's globals,
+    # which student code can rebind. Its split needs the sealing to cover each module it spans.
+    "grader/child/guard.py",
+}
+
+
+def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """Every Python module under `root/grader` over `limit` lines, by path from `root`."""
+    found = {}
+    for path in sorted((root / "grader").rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > limit:
+            found[path.relative_to(root).as_posix()] = lines
+    return found
+
+
+def test_no_module_over_400_lines(repo):
+    """A module one reads in one sitting; a longer one holds more than one thing, split by what
+    its parts do."""
+    found = long_modules(repo)
+    over = {name: lines for name, lines in found.items() if name not in LONG_FOR_NOW}
+    assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
+    assert set(found) >= LONG_FOR_NOW, f"split now, take off LONG_FOR_NOW: {sorted(LONG_FOR_NOW - set(found))}"
+
+
+def test_a_long_module_is_found(tmp_path):
+    (tmp_path / "grader" / "stage").mkdir(parents=True)
+    (tmp_path / "grader" / "stage" / "long.py").write_text("x = 1\n" * 401)
+    (tmp_path / "grader" / "short.py").write_text("x = 1\n" * 400)
+    assert long_modules(tmp_path) == {"grader/stage/long.py": 401}

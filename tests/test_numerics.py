@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader import locate, poison
-from grader.numerics import judge
-from grader.spec import Tolerance
+from grader.judging import locate, poison
+from grader.judging.numerics import judge
+from grader.assignment.spec import Tolerance
 
 pytestmark = pytest.mark.student
 

@@ -1,4 +1,4 @@
-"""The occupancy calculator (grader/occupancy.py) against NVIDIA's own rules and, on a GPU, the driver.
+"""The occupancy calculator (grader/kernels/occupancy.py) against NVIDIA's own rules and, on a GPU, the driver.
 
 The table below was printed by CUDA 13.0's `cuda_occupancy.h` (cudaOccMaxActiveBlocksPerMultiprocessor,
 compiled as host C++ by the program in OCCUPANCY_PROGRAM) for an sm_90 device (65536 registers,
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.occupancy import SM90, occupancy, warps_allowed_by_registers
+from grader.kernels.occupancy import SM90, occupancy, warps_allowed_by_registers
 
 # registers per thread, threads per block, shared bytes per block -> blocks per SM, limiting resources
 HEADER_TABLE = [
@@ -177,13 +177,13 @@ def test_the_driver_agrees_on_the_transpose_solution_kernels(tmp_path):
     and its own shared memory: cuobjdump's figure less the 1 KiB sm_90 cubins count for the
     driver, cuda_resources.py), and the driver's occupancy for the launch's 256 threads."""
     torch = pytest.importorskip("torch")
-    from grader import cuda_build
+    from grader.kernels import cuda_build
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9 or cuda_build.nvcc() is None:
         pytest.skip("needs an sm_90 GPU (H100, H200) and nvcc")
     import ctypes
 
-    from grader.spec import REPO_ROOT
+    from grader.assignment.spec import REPO_ROOT
 
     source = REPO_ROOT / "solutions" / "transpose" / "transpose.cu"
     build = cuda_build.build(source)

@@ -9,15 +9,16 @@ import sys
 
 import pytest
 
-from grader import cases, output_sizes
-from grader.spec import REPO_ROOT, assignment_names, load_assignments
+from grader.assignment import cases, output_sizes
+from grader.assignment.loading import assignment_names, load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 # A grading process's sizing, as grading.AssignmentGrading.task does it, in a fresh interpreter:
 # prints whether torch's compiler modules were imported, and the sizes of vector_add's cases.
 SIZING = """
 import sys
-from grader import output_sizes
-from grader.spec import load_assignments
+from grader.assignment import output_sizes
+from grader.assignment.loading import load_assignments
 (assignment,) = load_assignments(["vector_add"])
 sizes = [output_sizes.output_bytes(assignment, part, case) for part in assignment.parts for case in part.cases]
 print("torch._dynamo" in sys.modules, sizes)

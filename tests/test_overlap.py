@@ -12,9 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import overlap
+from grader.running import overlap
 from grader.grading import Settings, grade_assignment
-from grader.spec import REPO_ROOT, load_assignments
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 
 def _a(name: str, gib: float):

@@ -1,4 +1,4 @@
-"""`make profile` (grader/profiling.py): Nsight Compute's speed-of-light summary of each timed case.
+"""`make profile` (grader/kernels/profiling.py): Nsight Compute's speed-of-light summary of each timed case.
 
 THE CSV SAMPLE BELOW IS CONSTRUCTED, not recorded: it follows the layout of `ncu --import REPORT
 --csv --page raw --print-units base` (a header of metric names, a row of units, a row per kernel)
@@ -19,9 +19,10 @@ import textwrap
 import pytest
 
 from conftest import requires_gpu
-from grader import ncu, profiling
-from grader.results import Grade, TestResult
-from grader.spec import REPO_ROOT, load_assignments
+from grader.kernels import ncu, profiling
+from grader.reporting.results import Grade, TestResult
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 CONSTRUCTED_CSV = textwrap.dedent('''\
     ==PROF== Note: this line and the next stand for the notes ncu may print before its table

@@ -1,5 +1,5 @@
-"""What a kernel is made of, read from its PTX (grader/ptx.py), and a CUDA C build's kernels with
-their launches (grader/cuda_launches.py, grader/cuda_resources.py).
+"""What a kernel is made of, read from its PTX (grader/kernels/ptx.py), and a CUDA C build's kernels with
+their launches (grader/kernels/cuda_launches.py, grader/kernels/cuda_resources.py).
 
 The bank-conflict walk is checked on hand-written PTX in the shape nvcc writes it, and, where nvcc
 is installed, on the transpose solution's two tiles: the unpadded one's column reads conflict
@@ -12,8 +12,8 @@ import shutil
 
 import pytest
 
-from grader import cuda_build, cuda_launches, cuda_resources, ptx
-from grader.spec import REPO_ROOT
+from grader.kernels import cuda_build, cuda_launches, cuda_resources, ptx
+from grader.assignment.spec import REPO_ROOT
 
 # The column read of a 32 x 32 float tile, `tile[tx][ty + j]`, as nvcc -O3 writes it (the transpose
 # solution's PTX, trimmed): the address is tile + 128 * tx + 4 * ty (+ 4 * j as an offset).

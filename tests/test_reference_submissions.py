@@ -8,7 +8,7 @@ import pytest
 
 from conftest import grade
 from grader.cli import main
-from grader.spec import assignment_names
+from grader.assignment.loading import assignment_names
 
 
 def bonus(tests) -> float:
@@ -43,7 +43,7 @@ def test_speed_is_not_graded_without_a_gpu_and_never_shown_as_passed(solutions_g
 
 
 def test_every_assignment_and_part_is_graded(solutions_grade, repo):
-    from grader.spec import load_assignments
+    from grader.assignment.loading import load_assignments
 
     seen = {(t.assignment, t.part) for t in solutions_grade.tests}
     expected = {(a.name, p.name) for a in load_assignments() for p in a.parts}

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import gradescope, release
-from grader.spec import REPO_ROOT, load_assignments
+from grader.course import release
+from grader.reporting import gradescope
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,17 @@ import pytest
 import torch
 from rich.console import Console
 
-from grader import glance, judging, report, stack, summary, terminal
-from grader.gradebook import Entry, Key
-from grader.messages import Activity, BenchReport, Timings
-from grader.numerics import judge
-from grader import results
-from grader.results import Grade, TestResult, write_json
-from grader.spec import REPO_ROOT, Tolerance, load_assignments
+from grader.running import stack
+from grader.judging import verdicts as judging
+from grader.reporting import glance, report, summary, terminal
+from grader.course.gradebook import Entry, Key
+from grader.messages.reports import Activity, BenchReport, Timings
+from grader.judging.numerics import judge
+from grader.reporting import results_json
+from grader.reporting.results import Grade, TestResult
+from grader.reporting.results_json import write_json
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT, Tolerance
 
 pytestmark = pytest.mark.student
 
@@ -171,7 +175,7 @@ def test_parts_that_fail_alike_are_said_once_and_different_failures_each():
 
 
 def test_gradescope_output_says_what_the_terminal_says():
-    output = results.gradescope(_grade())["output"]
+    output = results_json.gradescope(_grade())["output"]
     lines = output.splitlines()
     assert lines[0] == "Score 1.50 of 4.00 (1.00 points need a GPU and were not graded here)."
     assert lines[1] == "demo/tiles: 0.50/2.00 partial (too_slow)", lines

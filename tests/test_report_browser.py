@@ -14,10 +14,11 @@ import sys
 import numpy as np
 import pytest
 
-from grader import judging, report
-from grader.messages import Activity, BenchReport, Timings
-from grader.results import Grade, TestResult
-from grader.spec import load_assignments
+from grader.judging import verdicts as judging
+from grader.reporting import report
+from grader.messages.reports import Activity, BenchReport, Timings
+from grader.reporting.results import Grade, TestResult
+from grader.assignment.loading import load_assignments
 from test_report import _class_grade, _grade
 
 MAP_RED = (179, 38, 30)  # a fully wrong cell of the map

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import landlock, sandbox
-from grader.exec_walls import Walls
-from grader.spec import REPO_ROOT
+from grader.running import landlock, sandbox
+from grader.running.exec_walls import Walls
+from grader.assignment.spec import REPO_ROOT
 
 STATUS = sandbox.probe()
 requires_sandbox = pytest.mark.skipif(STATUS.startswith("none"), reason=f"no sandbox here: {STATUS}")

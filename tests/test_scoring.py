@@ -11,10 +11,12 @@ import dataclasses
 import pytest
 import torch
 
-from grader import judging
-from grader.messages import Activity, BenchReport, Followup, Observation, Returned, Timings
-from grader.results import Grade, TestResult, gradescope, summary_line
-from grader.spec import Part, Performance, load_assignments
+from grader.judging import verdicts as judging
+from grader.messages.reports import Activity, BenchReport, Followup, Observation, Returned, Timings
+from grader.reporting.results import Grade, TestResult, summary_line
+from grader.reporting.results_json import gradescope
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import Part, Performance
 
 pytestmark = pytest.mark.student
 

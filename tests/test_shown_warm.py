@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from grader.spec import REPO_ROOT
+from grader.assignment.spec import REPO_ROOT
 
 # In a process of its own: inductor's state and counters are per process. With `warm`, the
 # child's warm-up runs first; then the timed phase's compile, as timing.shown_baseline makes it.
@@ -22,9 +22,9 @@ from types import SimpleNamespace
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
-from grader import cases
+from grader.assignment import cases
 from grader.child import main
-from grader.spec import load_assignment
+from grader.assignment.loading import load_assignment
 
 warm, folder = sys.argv[1] == "warm", sys.argv[2]
 assignment = load_assignment(Path(folder))

@@ -7,7 +7,9 @@ import shutil
 
 import pytest
 
-from grader.spec import Case, SpecError, assignment_names, load_assignment, load_assignments
+from grader.assignment.loading import assignment_names, load_assignment, load_assignments
+from grader.assignment.spec import Case
+from grader.assignment.toml_table import SpecError
 
 pytestmark = pytest.mark.student
 

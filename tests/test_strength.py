@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from conftest import requires_gpu
-from grader import cases
-from grader.numerics import judge
-from grader.spec import load_assignments
+from grader.assignment import cases
+from grader.judging.numerics import judge
+from grader.assignment.loading import load_assignments
 
 pytestmark = pytest.mark.student
 

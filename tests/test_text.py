@@ -1,4 +1,4 @@
-"""grader/text.py: student text comes out as characters a person reads, never as instructions to a
+"""grader/reporting/text.py: student text comes out as characters a person reads, never as instructions to a
 terminal, a browser or a spreadsheet. A table of nasty strings, then seeded random mixes of their
 pieces (hypothesis is not a dependency; a fixed seed keeps a failure reproducible)."""
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from grader.text import MARKER, csv_cell, printable
+from grader.reporting.text import MARKER, csv_cell, printable
 
 NASTY = {
     "rich markup": ("[/]", "[/]"),

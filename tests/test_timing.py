@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from grader import steadiness
+from grader.judging import steadiness
 from grader.child import timing
-from grader.judging import speed_metrics
-from grader.messages import Activity, BenchReport, Timings
-from grader.spec import Performance, Tolerance
+from grader.judging.verdicts import speed_metrics
+from grader.messages.reports import Activity, BenchReport, Timings
+from grader.assignment.spec import Performance, Tolerance
 
 REPS = 20
 # A round of torch timings on an H100 as seen on 2026-11-25: steady within a few percent, one outlier.

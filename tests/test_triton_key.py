@@ -1,5 +1,5 @@
 """Triton's digest of its own files, worked out once by the parent and handed to each child
-(grader/triton_key.py, child/main.py `_use_triton_key`): the same digest Triton works out, read
+(grader/running/triton_key.py, child/main.py `_use_triton_key`): the same digest Triton works out, read
 again without hashing, worked out again when Triton's files change or the file is not the grader's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.spec import REPO_ROOT
+from grader.assignment.spec import REPO_ROOT
 
 FAKE_CACHE = """
 import functools
@@ -39,7 +39,7 @@ def _fake_triton(root: Path, digest: str) -> Path:
 
 def _key(root: Path, cache: Path) -> dict:
     """The key a fresh process gets, and whether it imported Triton's cache module for it."""
-    probe = ("import json, sys\nfrom grader import triton_key\nkey = triton_key.triton_key()\n"
+    probe = ("import json, sys\nfrom grader.running import triton_key\nkey = triton_key.triton_key()\n"
              "print(json.dumps({'key': key, 'imported': 'triton.runtime.cache' in sys.modules}))")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": f"{root}:{REPO_ROOT}", "XDG_CACHE_HOME": str(cache)}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
@@ -50,7 +50,7 @@ def _key(root: Path, cache: Path) -> dict:
 def test_the_key_is_tritons_own():
     from triton.runtime.cache import triton_key as tritons
 
-    from grader import triton_key
+    from grader.running import triton_key
 
     assert triton_key.triton_key() == tritons()
 
@@ -99,7 +99,7 @@ def test_a_graded_child_is_handed_the_parents_key(tmp_path, monkeypatch):
     """End to end: a submission whose call reads Triton's key sees the one the grading handed over."""
     from conftest import grade
 
-    from grader import triton_key
+    from grader.running import triton_key
 
     monkeypatch.setattr(triton_key, "triton_key", lambda: "3.6.0-handed-by-the-parent")
     folder = tmp_path / "student" / "vector_add"

@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from grader.messages import Activity, BenchReport, Timings
-from grader.spec import load_assignment, REPO_ROOT
+from grader.messages.reports import Activity, BenchReport, Timings
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
 from grader.witness import judge
 from grader.witness.stream import Reader, Witnessed, parse_line
 from grader.witness.windows import CLOSE, MARK_BASE, windows

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import requires_gpu
 from grader.grading import Settings, grade_submission
-from grader.spec import load_assignments
+from grader.assignment.loading import load_assignments
 from grader.witness import build
 
 pytestmark = [pytest.mark.gpu, requires_gpu]

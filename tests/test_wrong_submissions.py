@@ -29,8 +29,10 @@ import tomllib
 import pytest
 
 from conftest import HOSTILE_BATCH_RUNS, SUBMISSIONS, grade, hostile_batch_expectations, known_wrong
-from grader import compile_cache, cuda_build, reasons
-from grader.spec import REPO_ROOT
+from grader.running import compile_cache
+from grader.kernels import cuda_build
+from grader.judging import reasons
+from grader.assignment.spec import REPO_ROOT
 
 
 def expectations() -> list[tuple]:
@@ -102,7 +104,7 @@ def assert_passes(scored: list, names: list[str], every: bool = True) -> None:
 
 
 def assert_diagnoses(failed: list, wanted: str | None, may: tuple[str, ...] = ()) -> None:
-    """A diagnosis names a cause only where its evidence fits (grader/diagnosis.py): the one the
+    """A diagnosis names a cause only where its evidence fits (grader/judging/diagnosis.py): the one the
     bug's expect.toml names, on at least one case, and never another, nor one it does not name.
     `may` names diagnoses that also fit the bug but need not show (a race decides whether they do)."""
     diagnosed = {t.name: t.metrics.get("diagnosis") for t in failed}
@@ -150,7 +152,7 @@ def test_a_cuda_bug_that_only_a_gpu_shows_compiles(folder, tmp_path):
 
 
 def test_every_reason_code_has_a_submission_that_earns_it():
-    """grader/reasons.py says where each reason is earned; each known-wrong one has its submission
+    """grader/judging/reasons.py says where each reason is earned; each known-wrong one has its submission
     here (a CPU-tier one earns it on the CPU tier, so in this run), the others their own tests."""
     on_cpu = {e["reason"] for _, e in expectations() if e.get("tier", "both") != "gpu"}
     anywhere = {e["reason"] for _, e in expectations()} | {e["gpu_reason"] for _, e in expectations() if "gpu_reason" in e}

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import matmul as solution  # noqa: E402
 
 from grader.child import timing  # noqa: E402
-from grader.spec import Performance, Tolerance  # noqa: E402
+from grader.assignment.spec import Performance, Tolerance  # noqa: E402
 
 SIZES = (1000, 1024, 2048, 4096)
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -30,10 +30,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from grader import cases, cuda_build  # noqa: E402
+from grader.assignment import cases  # noqa: E402
+from grader.kernels import cuda_build
 from grader.child import timing  # noqa: E402
 from grader.child.launcher import CudaEntry  # noqa: E402
-from grader.spec import Assignment, Case, Part, load_assignment  # noqa: E402
+from grader.assignment.loading import load_assignment  # noqa: E402
+from grader.assignment.spec import Assignment, Case, Part
 
 ASSIGNMENT = ROOT / "assignments" / "transpose"
 SOLUTION = ROOT / "solutions" / "transpose" / "transpose.cu"

@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from grader.grading import Settings, grade_submission  # noqa: E402
-from grader.messages import Task  # noqa: E402
-from grader.spec import load_assignments  # noqa: E402
+from grader.messages.job import Task  # noqa: E402
+from grader.assignment.loading import load_assignments  # noqa: E402
 
 CORPUS = REPO / "tests" / "corpus"
 ORDERS = ("written", "reversed", "alone")

@@ -41,8 +41,8 @@ from torch.autograd import DeviceType
 from torch.autograd import profiler as autograd_profiler
 from torch.autograd.profiler_util import _filter_name, _rewrite_name
 
-from grader import ops
-from grader.messages import Activity, KernelCount, OpCount
+from grader.judging import ops
+from grader.messages.reports import Activity, KernelCount, OpCount
 
 NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
 # A call of CUDA's runtime or driver API as the profiler names it (cudaLaunchKernel, cuLaunchKernelEx):

@@ -1,4 +1,4 @@
-"""Every tensor a graded call allocates comes back poisoned and guarded (see grader/poison.py).
+"""Every tensor a graded call allocates comes back poisoned and guarded (see grader/judging/poison.py).
 
 A torch dispatch mode sees each allocation the student's code makes on the calling thread: an
 `empty*` tensor is handed back filled with the poison pattern, so elements the kernel never
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader.poison import Guarded, guarded_empty
+from grader.judging.poison import Guarded, guarded_empty
 
 EMPTY = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"}
 # Allocations with values: the value each one fills in (an index into the op's arguments, or a constant).

@@ -37,6 +37,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from grader.child.dotted import resolve
+
 ONE, MAPPING, LIST = "one", "mapping", "list"
 # Triton 3.6's attributes that hold a callable of the student's, by class, and how they hold it.
 STUDENT_CALLABLES = {
@@ -84,8 +86,6 @@ BOUNDARY = next(c for c in student_callable.__code__.co_consts if getattr(c, "co
 def install() -> None:
     """Put the properties in place and the argument checks on every launch; once per process."""
     from triton import knobs
-
-    from grader.child.snapshot import resolve
 
     if getattr(knobs.HookChain.__call__, "_graded", False):
         return

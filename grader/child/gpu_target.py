@@ -28,50 +28,16 @@ import dataclasses
 import inspect
 import io
 import os
-import re
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 
 from triton import knobs
-from triton.backends.compiler import GPUTarget
 from triton.runtime.jit import JITFunction
 
 from grader.child import loads, resources
-from grader.messages import KernelLoads, KernelResources
-
-
-@dataclass(frozen=True)
-class Target:
-    """A GPU the course grades on, in the figures its CUDA driver gives Triton 3.6 (measured)."""
-
-    name: str
-    mem_clock_khz: int
-    mem_bus_width: int  # bits
-    arch: int = 90  # compute capability 9.0, as Triton writes it
-    warp_size: int = 32
-    num_sms: int = 132
-    max_num_regs: int = 65536  # 32-bit registers per block
-    max_shared_mem: int = 232448  # bytes per block, opted in: 227 KiB of the SM's 228 KiB
-    sm_clock_khz: int = 1980000
-
-    def gpu_target(self) -> GPUTarget:
-        return GPUTarget("cuda", self.arch, self.warp_size)
-
-    def device_properties(self) -> dict[str, int]:
-        """What `driver.active.utils.get_device_properties(device)` returns on that GPU."""
-        return {
-            "max_shared_mem": self.max_shared_mem, "max_num_regs": self.max_num_regs,
-            "multiprocessor_count": self.num_sms, "warpSize": self.warp_size, "sm_clock_rate": self.sm_clock_khz,
-            "mem_clock_rate": self.mem_clock_khz, "mem_bus_width": self.mem_bus_width,
-        }  # fmt: skip
-
-
-# Only the memory differs (triton.testing.get_dram_gbps: 2 x clock x bus width): 3.35 and 4.81 TB/s.
-H100 = Target("NVIDIA H100 80GB HBM3", mem_clock_khz=2619000, mem_bus_width=5120)
-H200 = Target("NVIDIA H200", mem_clock_khz=3201000, mem_bus_width=6016)
-TARGET = H200  # the GPU tier's machine, where the thresholds were measured (docs/measurements.md)
+from grader.child.failures import compiler_message
+from grader.child.target import TARGET, Target
+from grader.messages.reports import KernelLoads, KernelResources
 
 
 @dataclass
@@ -400,14 +366,14 @@ def _compile_once(launch: _Launch, target: Target) -> Compilation:
             kernel = triton.compile(source, target=target.gpu_target(), options=options.__dict__)
     except Exception as error:
         report.seconds = time.perf_counter() - started
-        report.error, report.error_line = _compiler_message(error, report.line)
+        report.error, report.error_line = compiler_message(error, report.line)
         report.skippable = isinstance(error, _autotuner_skips())
         return Compilation(report, exception=error)
     report.seconds = time.perf_counter() - started
     report.compiled, report.shared_bytes = True, kernel.metadata.shared
     report.num_warps, report.num_stages = kernel.metadata.num_warps, kernel.metadata.num_stages
-    report.registers, report.spills = _resource_usage(kernel)
-    report.tf32_dots = tf32_dots(kernel.asm.get("ttir", ""))
+    report.registers, report.spills = resources.cubin_registers(kernel)
+    report.tf32_dots = resources.tf32_dots(kernel.asm.get("ttir", ""))
     report.loads = loads.count(report.kernel, report.file, kernel.asm.get("source"))
     report.resources = resources.of_compiled(kernel, report.kernel, report.file, report.registers, report.spills)
     return Compilation(report, kernel)
@@ -424,50 +390,6 @@ def _autotuner_skips() -> tuple[type, ...]:
 
 def _needs_scratch(kernel) -> bool:
     return getattr(kernel.metadata, "global_scratch_size", 0) > 0
-
-
-def _compiler_message(error: BaseException, def_line: int) -> tuple[str, int | None]:
-    """The compiler's words, the callee's too when the error is in a function the kernel calls,
-    and the line of the kernel it points at (Triton counts from the `def`, as line 1)."""
-    from triton.compiler.errors import CompilationError
-
-    texts, cause = [], error
-    while cause is not None and len(texts) < 4:
-        texts.append(f"{type(cause).__name__}: {cause}")
-        cause = cause.__cause__
-    node = getattr(error, "node", None)
-    line = def_line + node.lineno - 1 if isinstance(error, CompilationError) and hasattr(node, "lineno") else None
-    return "\n".join(texts), line
-
-
-_TF32_DOT = re.compile(r"tt\.dot .*inputPrecision = tf32\b.*: tensor<[^>]*xf32> \* tensor<[^>]*xf32>")
-
-
-def tf32_dots(ttir: str) -> int:
-    """How many tl.dot ops multiply float32 operands in TF32, Triton's default on NVIDIA GPUs unless
-    told `input_precision="ieee"`: TTIR writes `inputPrecision = tf32` on each (and nothing for ieee)."""
-    return sum(1 for line in ttir.splitlines() if _TF32_DOT.search(line))
-
-
-def _resource_usage(kernel) -> tuple[int | None, int | None]:
-    """(registers per thread, spilled registers) from the cubin, as the driver reports them on load:
-    cuobjdump's REG, and its STACK + LOCAL bytes / 4 (the driver's local size, which Triton divides
-    by 4 into n_spills; ptxas spills registers to the stack frame). None where unknown."""
-    from triton.backends.nvidia.compiler import get_ptxas
-
-    cuobjdump = os.path.join(os.path.dirname(get_ptxas(kernel.metadata.target.arch).path), "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(kernel.asm["cubin"])
-        cubin.flush()
-        try:
-            usage = subprocess.run([cuobjdump, "--dump-resource-usage", cubin.name], capture_output=True,
-                                   text=True, timeout=60).stdout  # fmt: skip
-        except (OSError, subprocess.SubprocessError):
-            return None, None
-    registers, stack, local = (re.search(rf"{name}:(\d+)", usage) for name in ("REG", "STACK", "LOCAL"))
-    if not (registers and stack and local):
-        return None, None
-    return int(registers.group(1)), (int(stack.group(1)) + int(local.group(1))) // 4
 
 
 if knobs.runtime.interpret:

@@ -501,6 +501,6 @@ def install(student_root: Path, sanctioned: set, boundary: set,
 
 def library_test(student_root: Path) -> Callable[[str], bool]:
     """The hook's test of library code (a file name), without the hook: for a child graded with
-    its guard switched off (messages.Job.unguarded, tests only)."""
+    its guard switched off (job.Job.unguarded, tests only)."""
     state = _new_state(Path(os.path.realpath(student_root)), set(), set(), None)
     return lambda filename: _is_library(state, filename)

@@ -12,7 +12,7 @@ that something else ran (torch's jiterator names its kernels `<name>_vectorized8
 grid a `run` ends up with (a callable grid is evaluated inside it) is read where Triton hands it
 on: CompiledKernel.launch_metadata on the GPU, the interpreter's set_grid_dim on the CPU.
 
-On the GPU the profiler's kernel records are the proof that a launch ran (judging.py compares
+On the GPU the profiler's kernel records are the proof that a launch ran (judging/verdicts.py compares
 the two); under the interpreter the log is all there is, and each launch is also handed to
 `on_interpreted_launch` (the CPU tier compiles it for the GPU). On the GPU the log also keeps the
 compiled kernel each launch ran (what `run` returns, or the kernel `compiled[grid]` launches), so
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.child import loads
-from grader.messages import KernelLoads, LaunchCount
+from grader.messages.reports import KernelLoads, LaunchCount
 
 _LOGS: list[LaunchLog] = []  # the calls being monitored, innermost last
 _RUNS = threading.local()  # .open: the runs under way on this thread, innermost last

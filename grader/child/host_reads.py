@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from grader.messages import OpCount
-from grader.ops import HOST
+from grader.messages.reports import OpCount
+from grader.judging.ops import HOST
 
 # Gateways by owner; each is noted as `host::<name>`.
 GATEWAYS = {

@@ -23,7 +23,7 @@ import threading
 
 from grader.child import host_reads
 from grader.child.guard import NOTED
-from grader.messages import Activity, KernelCount, OpCount
+from grader.messages.reports import Activity, KernelCount, OpCount
 
 
 class Carried:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from grader import cases
-from grader.spec import Assignment, Part
+from grader.assignment import cases
+from grader.assignment.spec import Assignment, Part
 from grader.child.submission import SubmissionError
 
 CUDA_ERRORS = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 
-from grader.messages import KernelLoads
+from grader.messages.reports import KernelLoads
 
 _LOAD = re.compile(r"\btt\.load\s")
 _TRAILING_LOC = re.compile(r"\s+loc\((.*)\)\s*$")

@@ -72,7 +72,7 @@ def _compiled_baselines(job, benchmarks: list) -> tuple[object, list]:
     (spec.Shown); (None, []) where nothing is timed."""
     if not benchmarks:
         return None, []
-    from grader.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     assignment = load_assignment(Path(job.assignment_dir))
     parts = {part.name: part for part in assignment.parts}
@@ -88,7 +88,7 @@ def _warm_compiled_baselines(assignment, benchmarks: list, device: str = "cuda")
     graded: a compile that fails here fails again there, and is reported there."""
     import torch
 
-    from grader import cases
+    from grader.assignment import cases
 
     parts = {part.name: part for part in assignment.parts}
     for task in benchmarks:
@@ -112,7 +112,7 @@ def gib_fraction(gib: float, total: int) -> float:
 
 
 def _use_triton_key(key: str) -> None:
-    """Triton's digest of its own files, as the parent worked it out (grader/triton_key.py), in
+    """Triton's digest of its own files, as the parent worked it out (grader/running/triton_key.py), in
     place of hashing them here: what Triton's cache and autotuner call, before any student code."""
     if not key:
         return
@@ -171,7 +171,9 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     _preload(preload)
     raw = sys.stdin.buffer.read(MAX_JOB_BYTES)
     sys.stdin.close()
-    from grader.messages import FrameWriter, Hello, Imported, read_job
+    from grader.messages.decoding import read_job
+    from grader.messages.frames import FrameWriter
+    from grader.messages.reports import Hello, Imported
 
     job = read_job(raw)
     writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
@@ -232,7 +234,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     root = Path(job.submission_dir)
     hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
-    if job.unguarded:  # tests only (messages.Job): student code in full control of this process
+    if job.unguarded:  # tests only (messages/job.py): student code in full control of this process
         changed = HarnessSnapshot.take().changed
         refusals, is_library = (lambda: []), guard.library_test(root)
     else:
@@ -275,7 +277,7 @@ def _target_reports(device: str):
     if device == "cuda":
         return None
     from grader.child import gpu_target, interpreter
-    from grader.messages import KernelLoads, TargetReport
+    from grader.messages.reports import KernelLoads, TargetReport
 
     def reports() -> tuple[list[TargetReport], list[KernelLoads]]:
         compiled = gpu_target.compile_all()

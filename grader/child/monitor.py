@@ -18,7 +18,7 @@ from grader.child import marks, resources
 from grader.child.activity import Session, summarize
 from grader.child.allocations import Allocations, GuardedAllocations
 from grader.child.hooks import LaunchLog
-from grader.messages import Activity, KernelCount, LaunchCount, OpCount
+from grader.messages.reports import Activity, KernelCount, LaunchCount, OpCount
 
 
 class CallMonitor:

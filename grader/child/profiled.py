@@ -7,7 +7,7 @@ the benchmark's inputs on the GPU, calls it twice unprofiled (Triton compiles an
 there), then once between cudaProfilerStart and cudaProfilerStop: run under `ncu
 --profile-from-start off`, only the kernels of that one call are profiled. No sandbox, no
 guard, no grading: it is advice the student asks for on their own code, on their own machine
-(grader/profiling.py). It prints one JSON line: {"ok": true} or {"ok": false, "error": "..."}.
+(grader/kernels/profiling.py). It prints one JSON line: {"ok": true} or {"ok": false, "error": "..."}.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ WARMUP_CALLS = 2  # the first compiles (and autotunes); the second runs what the
 def run(job: dict) -> None:
     import torch
 
-    from grader import cases
+    from grader.assignment import cases
     from grader.child.launcher import CudaEntry
     from grader.child.submission import entry_point, load_module
-    from grader.spec import load_assignment
+    from grader.assignment.loading import load_assignment
 
     assignment = load_assignment(Path(job["assignment"]))
     part = next(p for p in assignment.parts if p.name == job["part"])

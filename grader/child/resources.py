@@ -1,21 +1,23 @@
 """What a compiled Triton kernel asks of an SM, and what its code is made of: registers and spills
 per thread, shared memory per block, warps and pipelining stages, and the facts of its PTX
-(tensor-core instructions, 128-bit loads: grader/ptx.py).
+(tensor-core instructions, 128-bit loads: grader/kernels/ptx.py).
 
 Both tiers read Triton's CompiledKernel: the CPU tier the kernel it compiled for the GPU target
 (gpu_target.py; registers and spills from the cubin, as cuobjdump reads them), the GPU tier the
 kernel a launch returned (hooks.py; registers and spills as the driver reported them when it
 loaded the kernel). The parent turns these figures into the occupancy on the grading GPU and
-into readings (grader/compiled_kernels.py).
+into readings (grader/kernels/compiled_kernels.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
+import tempfile
 
-from grader import ptx
-from grader.messages import KernelResources
+from grader.kernels import ptx
+from grader.messages.reports import KernelResources
 
 _cache: dict[str, KernelResources] = {}  # per compiled kernel (its hash): PTX read once
 _ELEMENT = re.compile(r"(?:^\*|tensordesc<)(\w+)")
@@ -75,3 +77,33 @@ def specialization(source) -> str:
                 values.append(f"{names[path[0]]}={value}")
     types = ", ".join(element_types(source))
     return "; ".join(part for part in (types, ", ".join(values)) if part)[:300]
+
+
+_TF32_DOT = re.compile(r"tt\.dot .*inputPrecision = tf32\b.*: tensor<[^>]*xf32> \* tensor<[^>]*xf32>")
+
+
+def tf32_dots(ttir: str) -> int:
+    """How many tl.dot ops multiply float32 operands in TF32, Triton's default on NVIDIA GPUs unless
+    told `input_precision="ieee"`: TTIR writes `inputPrecision = tf32` on each (and nothing for ieee)."""
+    return sum(1 for line in ttir.splitlines() if _TF32_DOT.search(line))
+
+
+def cubin_registers(kernel) -> tuple[int | None, int | None]:
+    """(registers per thread, spilled registers) from the cubin, as the driver reports them on load:
+    cuobjdump's REG, and its STACK + LOCAL bytes / 4 (the driver's local size, which Triton divides
+    by 4 into n_spills; ptxas spills registers to the stack frame). None where unknown."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    cuobjdump = os.path.join(os.path.dirname(get_ptxas(kernel.metadata.target.arch).path), "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        try:
+            usage = subprocess.run([cuobjdump, "--dump-resource-usage", cubin.name], capture_output=True,
+                                   text=True, timeout=60).stdout  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None, None
+    registers, stack, local = (re.search(rf"{name}:(\d+)", usage) for name in ("REG", "STACK", "LOCAL"))
+    if not (registers and stack and local):
+        return None, None
+    return int(registers.group(1)), (int(stack.group(1)) + int(local.group(1))) // 4

@@ -9,10 +9,12 @@ references to its clocks (timing.py), so such a patch changes no measurement eit
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import sys
 from types import ModuleType
+
+from grader.child import boundary
+from grader.child.dotted import resolve
 
 # What the harness relies on while student code runs in its process: clocks, CUDA events and
 # synchronization, allocation, and the tensor methods that carry results out. (torch.cuda.Event's
@@ -49,8 +51,6 @@ class HarnessSnapshot:
 
     @classmethod
     def take(cls) -> HarnessSnapshot:
-        from grader.child import boundary
-
         watched: dict[str, tuple[object, str, object]] = {}
         # What the boundary put on Triton's classes (properties that read the student's callables
         # wrapped, the launches' argument checks): a class attribute rebound would undo it.
@@ -74,16 +74,6 @@ class HarnessSnapshot:
         # A static lookup runs no descriptor and no __getattr__: checking runs no student code.
         return sorted(name for name, (owner, attr, held) in self.watched.items()
                       if inspect.getattr_static(owner, attr, _MISSING) is not held)  # fmt: skip
-
-
-def resolve(path: str, strict: bool = True) -> object:
-    """The object a dotted path names, from its top module down; not `strict`: None where an
-    attribute is missing (a part of torch this build lacks)."""
-    first, *rest = path.split(".")
-    found = sys.modules.get(first) or importlib.import_module(first)
-    for name in rest:
-        found = getattr(found, name) if strict else getattr(found, name, None)
-    return found
 
 
 def _watch_module(module: ModuleType, name: str, watched: dict) -> None:

@@ -64,7 +64,7 @@ import torch
 
 from grader.child import host_reads, writers
 from grader.child.guard import KEPT_EVENT, realpath, sealed
-from grader.child.snapshot import resolve
+from grader.child.dotted import resolve
 
 SWITCH, LIFECYCLE, DISPATCH, FACTORY = "switch", "lifecycle", "dispatch", "factory"
 HANDLER, MAKER, REGISTRAR, LIBRARY_FACTORY, WRITER = "handler", "maker", "registrar", "library factory", "writer"

@@ -46,9 +46,9 @@ import torch
 from torch.autograd.profiler import record_function
 
 from grader.child import marks
-from grader.messages import CallCheck, Timings
-from grader.steadiness import disturbed
-from grader.spec import Performance, Tolerance
+from grader.messages.reports import CallCheck, Timings
+from grader.judging.steadiness import disturbed
+from grader.assignment.spec import Performance, Tolerance
 
 SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than any launch overhead
 SETTLE_S = 0.25  # of busy GPU before a process's first benchmark: an idle GPU's clocks rise meanwhile

@@ -1,7 +1,7 @@
 """The child's tasks: load the student's files, run each case or benchmark, report what was seen.
 
 It judges nothing: references, comparisons and scores are the parent's. Every report leaves as a
-typed, signed message (grader/messages.py); an output tensor's bytes ride in the same frame.
+typed, signed message (grader/messages/); an output tensor's bytes ride in the same frame.
 Student code is entered through `call` alone (and submission.run_module at import), which the
 guard (guard.py) takes as the edge between the harness and the student.
 """
@@ -17,18 +17,21 @@ from typing import Callable, Iterator
 
 import torch
 
-from grader import cases, poison
+from grader.assignment import cases
+from grader.judging import poison
 from grader.child import dispatch_state, imported, marks, timing
 from grader.child.allocations import GuardedAllocations
 from grader.child.guard import TAMPERING
-from grader.child.launcher import CudaEntry, StubNotImplemented
+from grader.child.failures import classify
+from grader.child.launcher import CudaEntry
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
-from grader.child.submission import SubmissionError, entry_point, load_module, student_frames
-from grader.messages import (SENT_CHUNK, Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Job,
-                             Observation, Output, ProbeReport, Returned, Start, Task)  # fmt: skip
-from grader.spec import Assignment, Part, load_assignment
+from grader.child.submission import SubmissionError, entry_point, load_module
+from grader.messages.frames import SENT_CHUNK
+from grader.messages.job import Job, Task
+from grader.messages.reports import Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Observation, Output, ProbeReport, Returned, Start  # fmt: skip
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import Assignment, Part
 
-FATAL_MARKERS = ("CUDA error", "CUDA driver error", "illegal memory access", "unspecified launch failure")
 FOLLOWUP_SEED_OFFSET = 1  # a case's second call draws its new inputs from the case's seed plus this
 
 # The harness's own references, taken when the grader is imported, before any student code runs:
@@ -43,11 +46,6 @@ _take_state, _put_state_back, _check_clean = dispatch_state.take, dispatch_state
 _HARNESS_MODES = (GuardedAllocations,)  # the only mode the harness puts on a stack around a call (monitor.py)
 
 
-# Triton's errors for a kernel it cannot build or run, their subclasses included (an unsupported
-# construct such as `break` is a CompilationError's UnsupportedLanguageConstruct on the GPU).
-TRITON_COMPILE_ERRORS = {"CompilationError", "InterpreterError", "OutOfResources", "PTXASError"}
-
-
 def call(fn: Callable, *args, **kwargs):
     """Where the harness hands control to student code; torch's dispatch state comes back as the
     call found it (dispatch_state.py), and a thread the call left running is its failure
@@ -60,41 +58,6 @@ def call(fn: Callable, *args, **kwargs):
     finally:
         _put_state_back(before)
         imported.check_threads(threads)
-
-
-def classify(error: BaseException, root: Path) -> Failure:
-    """A student's exception as a reason code and a message that says where it came from."""
-    if isinstance(error, SubmissionError):
-        return Failure(error.reason, error.message)
-    if isinstance(error, imported.LeftRunning):
-        return Failure("tampering", str(error))
-    if isinstance(error, dispatch_state.LeftBehind):
-        # Put back, the harness goes on; where it could not be, a fresh process takes the next task.
-        return Failure("tampering", f"your call left torch's state changed, which the grader's own torch calls after "
-                       f"it would have run through: {error}", fatal=not error.restored)
-    text = f"{type(error).__name__}: {error}".strip()
-    where = student_frames(error, root)
-    lowered = text.lower()
-    if isinstance(error, StubNotImplemented):
-        reason, text = "not_implemented", str(error)
-    elif isinstance(error, NotImplementedError):
-        reason, text = "not_implemented", "the entry point still raises NotImplementedError: fill in the stub"
-    elif isinstance(error, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in lowered or (
-        "can't allocate memory" in lowered
-    ):
-        reason = "out_of_memory"
-    elif {kind.__name__ for kind in type(error).__mro__} & TRITON_COMPILE_ERRORS or (
-        text.startswith("RuntimeError: Unsupported function referenced")  # Triton's JIT, finding a plain Python call
-    ):
-        # Under TRITON_INTERPRET=1 a kernel body runs as Python, so what the compiler would
-        # reject on a GPU surfaces as an InterpreterError when the kernel runs.
-        reason = "compile_error"
-    else:
-        reason = "crash"
-    notes = "".join(f"\n{note}" for note in getattr(error, "__notes__", ()) if isinstance(note, str))
-    text += notes  # an autotuner's note names the config that failed
-    fatal = any(marker in text for marker in FATAL_MARKERS)  # a dead CUDA context: go on in a fresh process
-    return Failure(reason, f"{text[:2000]}\n{where}".rstrip(), fatal)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

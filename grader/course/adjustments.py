@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from grader.course.late import Lateness
 from grader.course.overrides import Override
-from grader.results import Adjustment
+from grader.reporting.results import Adjustment
 
 
 @dataclass

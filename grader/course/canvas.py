@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from grader.text import csv_cell
+from grader.reporting.text import csv_cell
 
 IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
 MATCHED_BY = ("SIS Login ID", "SIS User ID", "ID")

@@ -43,7 +43,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from grader.toml_table import SpecError, Table
+from grader.assignment.toml_table import SpecError, Table
 
 # A flagged pair's similarity at least: independent solutions here reach 0.26, disguised copies 0.78
 # (tests/test_course.py measures both; the staff guide's "Similarity review" gives the table).
@@ -111,7 +111,7 @@ def read_course_salt(course: Course | None) -> str:
     """The salt from the file course.toml names ('' where it names none), read as every salt file
     is (salt.read_salt: never one a child of the grader could read). GRADER_SALT in the
     environment is refused whichever file is used."""
-    from grader import salt
+    from grader.course import salt
 
     if course is None or course.salt_file is None:
         return ""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from grader import intake
+from grader.course import intake
 from grader.course.config import Course, parse_time
 
 EVERY = "*"  # a time that holds for every assignment of the submission

@@ -11,7 +11,7 @@ Students appear under pseudonyms: an HMAC of their name keyed by the course's se
 nobody without the salt can tell who is who, and the same student keeps one name all term. A
 student's own report names their pseudonym.
 
-This module reads tests by their attributes only (no import of grader.results, which imports it).
+This module reads tests by their attributes only (no import of grader.reporting.results, which imports it).
 """
 
 from __future__ import annotations

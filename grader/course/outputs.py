@@ -16,10 +16,10 @@ from pathlib import Path
 from grader.course import adjustments, canvas, late, leaderboard, overrides, similarity
 from grader.course.adjustments import StudentCourse
 from grader.course.config import Course
-from grader.gradebook import Entry
-from grader.results import Grade
-from grader.spec import REPO_ROOT, Assignment
-from grader.text import csv_cell
+from grader.course.gradebook import Entry
+from grader.reporting.results import Grade
+from grader.assignment.spec import REPO_ROOT, Assignment
+from grader.reporting.text import csv_cell
 
 SIMILARITY_CSV = "similarity.csv"
 CANVAS_CSV = "canvas.csv"
@@ -145,7 +145,7 @@ def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], ass
 
 
 def write_leaderboards(folder: Path, boards: list[Board]) -> None:
-    from grader import report  # the one Jinja2 environment of every page
+    from grader.reporting import report  # the one Jinja2 environment of every page
 
     folder.mkdir(exist_ok=True)
     for stale in folder.glob("*.html"):

@@ -26,9 +26,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.compile_cache import CACHE_ROOT
-from grader.isolation import graded_files
-from grader.spec import Assignment
+from grader.running.compile_cache import CACHE_ROOT
+from grader.running.submission_files import graded_files
+from grader.assignment.spec import Assignment
 
 # What is compared, by language: the suffix copydetect's lexer is chosen by, and the files it reads.
 LANGUAGES = {"python": (".py", (".py",)), "cuda": (".cu", (".cu", ".cuh", ".h", ".hpp", ".cpp", ".c"))}
@@ -182,8 +182,8 @@ def review(folders: dict[str, Path | None], assignments: list[Assignment], start
 
 def earlier_submissions(references: tuple[Path, ...]) -> dict[str, Path]:
     """Earlier terms' submissions: each reference folder holds a folder per student, laid out like starter/."""
-    from grader.intake import submission_root
-    from grader.spec import assignment_names
+    from grader.course.intake import submission_root
+    from grader.assignment.loading import assignment_names
 
     found = {}
     for reference in references:

@@ -23,10 +23,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import ops
-from grader.messages import Activity, BenchReport
-from grader.numerics import Verdict
-from grader.spec import Part
+from grader.judging import ops
+from grader.messages.reports import Activity, BenchReport
+from grader.judging.numerics import Verdict
+from grader.assignment.spec import Part
 from grader.witness.stream import Kernel, Witnessed
 from grader.witness.windows import DEVICE_TO_HOST, HOST_TO_DEVICE, Seen, Window, windows
 
@@ -60,7 +60,7 @@ def _is_jit(node: ast.AST) -> bool:
 
 
 def kernel_base(name: str) -> str:
-    from grader.integrity import kernel_base as base  # one definition of a kernel's bare name
+    from grader.judging.integrity import kernel_base as base  # one definition of a kernel's bare name
 
     return base(name)
 

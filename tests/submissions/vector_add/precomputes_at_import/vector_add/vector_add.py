@@ -5,10 +5,10 @@ import torch
 import triton
 import triton.language as tl
 
-from grader import cases, spec
+from grader.assignment import cases, loading
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-ASSIGNMENT = spec.load_assignment(Path(cases.__file__).resolve().parents[1] / "assignments" / "vector_add")
+ASSIGNMENT = loading.load_assignment(Path(cases.__file__).resolve().parents[2] / "assignments" / "vector_add")
 ANSWERS = {}
 for part in ASSIGNMENT.parts:
     for index, case in enumerate(part.cases):

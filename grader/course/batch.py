@@ -1,0 +1,387 @@
+"""Grading a whole class on Dask distributed: `python -m grader batch` (docs/staff.md, "Grading a class").
+
+One Dask task grades one (student, assignment) by calling `grade_assignment` on a worker, which
+spawns the usual child process for the student's code; the worker then only judges. The embedded
+cluster has one worker process per GPU, each pinned to its GPU with CUDA_VISIBLE_DEVICES (a
+LocalCluster gives every worker the same environment, so the workers are spelled out as a
+SpecCluster), or CPU workers where there is no GPU; `--scheduler` joins a cluster someone else
+started (dask-jobqueue on Slurm). The client alone writes the gradebook, one transaction per
+finished task, in the order tasks finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from distributed import Client, Nanny, Scheduler, SpecCluster, as_completed
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
+
+import grader
+from grader.running import sandbox
+from grader.course import intake, salt
+from grader.reporting import summary
+from grader.course import outputs as course_outputs
+from grader.course import overrides
+from grader.course.config import Course, CourseError, load_course, read_course_salt
+from grader.running.compile_cache import CACHE_ROOT
+from grader.running.environment import DeviceError, describe, resolve_device
+from grader.running.gpu_lock import ENVIRONMENT, GpuLock
+from grader.course.gradebook import Entry, Gradebook, Key
+from grader.grading import Settings, grade_assignment
+from grader.running.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
+from grader.course.intake import Submission
+from grader.reporting.report import plain
+from grader.reporting.results import TestResult
+from grader.assignment.loading import assignment_names
+from grader.assignment.spec import Assignment
+
+CPU_WORKERS = 2  # each grading runs a child process of its own: two keep a small machine busy
+STAGING = ".unpacked"  # under --out: archives unpacked where a cluster's workers can read them too
+GRADEBOOK = "gradebook.sqlite"
+CLASS_FILES = ("grades.csv", "summary.html", *course_outputs.FILES)  # what summary.write_outputs writes beside the students
+# Everything the batch writes at the top of --out beside a folder per student (sqlite keeps its journal
+# beside the gradebook): intake refuses a student of one of these names, whose folder would collide.
+OUTPUT_NAMES = (STAGING, GRADEBOOK, f"{GRADEBOOK}-journal", *CLASS_FILES)
+WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first worker (a Slurm queue)
+
+
+class SetupError(ValueError):
+    """The batch cannot start: no sandbox (and no --no-sandbox), a salt given in the environment or
+    an unreadable salt file, a scheduler that does not answer."""
+
+
+@dataclass(frozen=True)
+class Options:
+    submissions: Path
+    out: Path
+    assignments: list[Assignment]
+    device: str  # "auto", "cpu" or "cuda", as asked for
+    workers: int | None
+    scheduler: str | None
+    regrade: bool
+    students: frozenset[str] | None = None  # grade only these (`--student`); None: everyone
+    course: Path | None = None  # course.toml (`--course`)
+    sandboxed: bool = True  # False: --no-sandbox, student code runs without bubblewrap
+
+    def grades(self, student: str) -> bool:
+        """Whether this batch grades the student (the others' stored grades stay in the outputs)."""
+        return self.students is None or student in self.students
+
+
+@dataclass(frozen=True)
+class Task:
+    submission: Submission
+    assignment: Assignment
+    key: Key
+
+
+def grade_task(assignment: Assignment, folder: str, device: str, salt: str, student: str,
+               sandboxed: bool = True) -> tuple[list[TestResult], dict, float]:  # fmt: skip
+    """One (student, assignment), run on a worker: the grading core, unchanged. What it compiles
+    stays in the worker's cache for the student's files (compile_cache.py): a `--regrade` finds it."""
+    started = time.monotonic()
+    settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None,
+                        cache=CACHE_ROOT, owner=student, sandbox=sandboxed)  # fmt: skip
+    tests, phases = grade_assignment(assignment, Path(folder), settings)
+    environment = describe(device, salted=bool(salt), sandboxed=sandboxed, witness=settings.witness)
+    environment["phases"] = f"{assignment.name}: {phases.line()}"
+    return tests, environment, time.monotonic() - started
+
+
+def visible_gpus() -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
+
+
+def worker_specs(device: str, workers: int | None, locks: Path | None = None) -> dict:
+    """One Nanny (a worker process) per GPU, each seeing only its own; or `workers` CPU workers.
+    More workers than GPUs share them round-robin, each GPU's workers through its lock in `locks`
+    (gpu_lock.py): their correctness runs overlap, their timings take turns."""
+    if device == "cuda":
+        gpus = visible_gpus()
+        shared = {ENVIRONMENT: str(locks)} if locks and (workers or 0) > len(gpus) else {}
+        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)], **shared} for i in range(workers or len(gpus))]
+    else:
+        envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers or CPU_WORKERS)]
+    options = {"nthreads": 1, "host": "127.0.0.1", "silence_logs": logging.ERROR}
+    return {f"{device}-{i}": {"cls": Nanny, "options": {**options, "env": env}} for i, env in enumerate(envs)}
+
+
+class Engine:
+    """The Dask client: an embedded cluster started on first use, or a running scheduler joined."""
+
+    def __init__(self, options: Options):
+        self.options = options
+        self.cluster: SpecCluster | None = None
+        self.client: Client | None = None
+        self.locks: Path | None = None  # the folder of the GPUs' locks, where workers share GPUs
+        self.workers = options.workers
+        self.notice = ""  # why there are fewer workers than asked for
+        if options.scheduler:
+            try:
+                self.client = Client(options.scheduler, timeout="30s")
+            except OSError as error:
+                raise SetupError(f"--scheduler {options.scheduler}: {error}") from None
+            self.device = self._device_on_workers(options.device)
+        else:
+            self.device = resolve_device(options.device)
+            if self.shares_gpus:
+                self.fit_workers_to_memory()
+
+    def fit_workers_to_memory(self) -> None:
+        """Workers that share a GPU share its memory: no more of them than the largest cap fits."""
+        gpus = len(visible_gpus())
+        gpu_gib = smallest_gpu_gib()
+        caps = [a.gpu_memory_gib for a in self.options.assignments]
+        fit = gradings_per_gpu(gpu_gib, caps) * gpus
+        if self.workers > fit:
+            self.notice = (f"--workers {self.workers}: {fit} fit, {fit // gpus} per GPU of {gpu_gib:.0f} GiB, each "
+                           f"allowed {max(caps):g} GiB (gpu_memory_gib) + {CONTEXT_GIB:g} GiB: using {fit}")  # fmt: skip
+            self.workers = fit
+
+    def _device_on_workers(self, requested: str) -> str:
+        # The client (a login node, say) may have no GPU while the workers do: ask them.
+        try:
+            self.client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:  # asyncio's, which Dask raises, is the built-in one since Python 3.11
+            self.client.close()
+            raise SetupError(f"--scheduler {self.options.scheduler}: no worker joined in {WORKER_WAIT_S} s") from None
+        devices = set(self.client.run(resolve_device, requested).values())
+        if len(devices) != 1:
+            raise DeviceError(f"the scheduler's workers disagree on the device ({', '.join(sorted(devices))}): "
+                              "pass --device cpu, or give every worker a GPU")  # fmt: skip
+        return devices.pop()
+
+    @property
+    def shares_gpus(self) -> bool:
+        workers = self.workers
+        return not self.options.scheduler and self.device == "cuda" and bool(workers) and workers > len(visible_gpus())
+
+    def start(self) -> Client:
+        if self.client is None:
+            local = {"host": "127.0.0.1", "dashboard": False, "dashboard_address": None}
+            # The GPUs' locks live on this host, beside the workers that share them.
+            self.locks = Path(tempfile.mkdtemp(prefix="grader-gpu-locks-")) if self.shares_gpus else None
+            specs = worker_specs(self.device, self.workers, self.locks)
+            self.cluster = SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": local},
+                                       silence_logs=logging.ERROR)  # fmt: skip
+            self.client = Client(self.cluster)
+        return self.client
+
+    @property
+    def description(self) -> str:
+        if self.options.scheduler:
+            return f"the cluster at {self.options.scheduler}"
+        workers = len(self.cluster.worker_spec) if self.cluster else self.workers
+        return f"{workers} local {'GPU' if self.device == 'cuda' else 'CPU'} worker(s)"
+
+    def sandbox(self) -> str:
+        """What the sandbox probe says where the children will run: here, or on each worker of a
+        joined cluster (the first that has none)."""
+        if not self.options.scheduler:
+            return sandbox.probe()
+        found = sorted(set(self.client.run(sandbox.probe).values()))
+        return next((status for status in found if status.startswith("none")), found[0] if found else sandbox.probe())
+
+    def close(self) -> None:
+        for part in (self.client, self.cluster):
+            if part is not None:
+                part.close()
+        if self.locks:
+            shutil.rmtree(self.locks, ignore_errors=True)
+
+
+def refused_tests(assignment: Assignment, problem: str, device: str) -> list[TestResult]:
+    """A refused archive loses the assignment's points, each test saying why. What this tier grades for
+    nobody (speed on the CPU, parts whose cases are all GPU-tier) stays `no_gpu`, as for everyone."""
+    tests = []
+    for part in assignment.parts:
+        cases_here = any(case.runs_on(device) for case in part.cases)
+        rows = [
+            ("build", f"load {part.file}", True, 0.0),
+            ("correctness", "correctness", cases_here, part.correctness_points),
+        ]
+        if part.benchmarks:
+            rows.append(("performance", "speed", device == "cuda", part.performance_points))
+        for kind, name, graded_here, points in rows:
+            tests.append(TestResult(assignment.name, part.name, kind, f"{assignment.name}/{part.name}: {name}",
+                                    "missing_file" if graded_here else "no_gpu", 0.0, points, problem))  # fmt: skip
+    return tests
+
+
+def plan(submissions: list[Submission], assignments: list[Assignment]) -> list[Task]:
+    return [
+        Task(s, a, Key(s.student, a.name, s.content_hash(a.name), grader.__version__))
+        for s in submissions
+        for a in assignments
+    ]
+
+
+def resume(tasks: list[Task], book: Gradebook, device: str, regrade: bool,
+           chosen=lambda student: True) -> tuple[dict[Key, Entry], list[Task]]:  # fmt: skip
+    """What the gradebook already holds, and what is left to grade (everything, with --regrade).
+    A student not `chosen` (`--student` names others) is not graded: their latest stored grade stands."""
+    entries: dict[Key, Entry] = {}
+    pending = []
+    for task in tasks:
+        mine = chosen(task.key.student)
+        entry = None if regrade and mine else book.lookup(task.key, device)
+        if entry is None and task.submission.folder is None:  # a refused submission: nothing to run
+            tests = refused_tests(task.assignment, task.submission.problem, device)
+            machine = {"device": device, "tier": "none: the archive was refused", "grader_version": grader.__version__}
+            entry = book.record(task.key, device, tests, machine, 0.0)
+        if entry is None and not mine:
+            if (entry := book.latest(task.key.student, task.key.assignment, device)) is None:
+                continue  # never graded, and not asked for now
+        if entry is None:
+            pending.append(task)
+        else:
+            entries[task.key] = entry
+    return entries, pending
+
+
+def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str, console: Console) -> tuple[dict, list]:
+    """Grade `tasks` on the cluster, recording each as it finishes; returns (entries, faults)."""
+    client = engine.start()
+    futures = {
+        client.submit(grade_task, t.assignment, str(t.submission.folder), engine.device, salt, t.key.student,
+                      engine.options.sandboxed, pure=False,
+                      key=f"grade-{t.key.student}-{t.key.assignment}-{t.key.submission_hash[:12]}"): t
+        for t in tasks
+    }  # fmt: skip
+    entries: dict[Key, Entry] = {}
+    faults: list[str] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(f"grading on {engine.description}", total=len(tasks))
+        for future, outcome in as_completed(futures, with_results=True, raise_errors=False):
+            task = futures[future]
+            if isinstance(outcome, BaseException):  # the grader failed, not the student: no row, a rerun retries
+                faults.append(f"{task.key.student}/{task.key.assignment}: {type(outcome).__name__}: {outcome}")
+            else:
+                tests, environment, seconds = outcome
+                entries[task.key] = book.record(task.key, engine.device, tests, environment, seconds)
+            progress.advance(bar)
+    return entries, faults
+
+
+def course_of(options: Options) -> Course:
+    """course.toml as --course names it, or a course of defaults (no deadlines, review and leaderboard on)."""
+    if options.course is None:
+        return Course(path=None)
+    try:
+        return load_course(options.course, assignment_names())
+    except CourseError as error:
+        raise SetupError(str(error)) from None
+
+
+def chosen_students(options: Options, submissions: list[Submission]) -> None:
+    """--student names only students of this class (a typo would grade nobody, silently)."""
+    known = {s.student for s in submissions}
+    if unknown := sorted((options.students or set()) - known):
+        raise SetupError(f"--student {', '.join(unknown)}: no such student in {options.submissions} "
+                         f"(students: {', '.join(sorted(known)[:20])}{' ...' if len(known) > 20 else ''})")  # fmt: skip
+
+
+def course_and_salt(options: Options, console: Console) -> tuple[Course, str]:
+    """The course, and the salt from the file it names or else from the file GRADER_SALT_FILE
+    names (salt.py); never from the environment itself."""
+    course = course_of(options)
+    try:
+        secret = read_course_salt(course) or salt.from_environment()
+    except (CourseError, salt.SaltError) as error:
+        raise SetupError(str(error)) from None
+    if not secret:
+        console.print(f"[yellow]warning:[/] no salt file ({salt.FILE_VARIABLE}, or course.toml's salt_file): inputs "
+                      "use the published seeds, which students can reproduce")  # fmt: skip
+    return course, secret
+
+
+def check_sandbox(engine: Engine, console: Console) -> None:
+    """A class is never graded without the sandbox by accident: without a working one the batch
+    stops (SetupError, exit status 2) unless --no-sandbox says to go on, and says what that means."""
+    status = engine.sandbox()
+    if engine.options.sandboxed and status.startswith("none"):
+        raise SetupError(f"no working sandbox where the children run: {status}. Without it, student code runs as "
+                         "your user, beside your files, your other students' submissions and this batch's own "
+                         "processes. Install bubblewrap (or let it make user namespaces), or pass --no-sandbox to "
+                         "grade without it")  # fmt: skip
+    if not engine.options.sandboxed:
+        console.print(Text.assemble(("warning: --no-sandbox:", "bold red"), " student code runs as your user, walled "
+                                    f"only by {sandbox.walls(False).split('; ', 1)[1]}. A submission that gets past "
+                                    "them can read and change what you can; every report and the class summary say "
+                                    "so."))  # fmt: skip
+
+
+def start_engine(options: Options, console: Console) -> Engine | None:
+    """The cluster's client, or None where nobody is graded (`override` writing the outputs again:
+    the device is then the last batch's, and no cluster is started). No sandbox, no batch
+    (check_sandbox), unless --no-sandbox."""
+    if options.students == frozenset():
+        return None
+    engine = Engine(options)
+    try:
+        check_sandbox(engine, console)
+    except SetupError:
+        engine.close()
+        raise
+    if engine.notice:
+        console.print(f"[yellow]note:[/] {engine.notice}")
+    if engine.shares_gpus:
+        console.print("more workers than GPUs: the workers of a GPU overlap their correctness runs and take turns "
+                      "to time (each GPU's lock)")  # fmt: skip
+    return engine
+
+
+def run(options: Options, console: Console) -> int:
+    """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
+    course, secret = course_and_salt(options, console)
+    engine = start_engine(options, console)
+    faults: list[str] = []
+    try:
+        options.out.mkdir(parents=True, exist_ok=True)
+        submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
+        chosen_students(options, submissions)
+        tasks = plan(submissions, options.assignments)
+        device = engine.device if engine else options.device
+        with Gradebook(options.out / GRADEBOOK) as book:
+            overrides.remember_batch(book.connection, {
+                "submissions": str(options.submissions), "assignments": [a.name for a in options.assignments],
+                "device": device, "course": str(options.course) if options.course else None})  # fmt: skip
+            entries, pending = resume(tasks, book, device, options.regrade, options.grades)
+            console.print(f"{len(submissions)} students x {len(options.assignments)} assignment(s): "
+                          f"{len(entries)} in the gradebook already, {len(pending)} to grade")  # fmt: skip
+            if pending:
+                graded, faults = grade_pending(engine, pending, book, secret, console)
+                entries.update(graded)
+            students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
+                        for s in submissions}  # fmt: skip
+            extras = course_outputs.prepare(course, students, {s.student: s.folder for s in submissions},
+                                            options.submissions, submissions, options.assignments, secret,
+                                            book.connection)  # fmt: skip
+    finally:
+        if engine:
+            engine.close()
+    problems = {s.student: s.flags for s in submissions if s.flags}
+    grades = summary.write_outputs(options.out, students, problems, options.assignments, extras)
+    summary.print_class_table(grades, options.assignments, console)
+    for note in extras.notes:
+        console.print(Text.assemble(("note:", "yellow"), " ", plain(note)))
+    if extras.review.pairs:
+        console.print(plain(f"similar pairs for review: {len(extras.review.pairs)} "
+                            f"({options.out / course_outputs.SIMILARITY_CSV})"))  # fmt: skip
+    for fault in faults:
+        # A fault names the student's folder, which the student named: text, never markup.
+        console.print(Text.assemble(("grader fault (nothing recorded; a rerun retries it):", "red"), " ", plain(fault)))
+    console.print(plain(f"Class summary: {options.out / 'summary.html'}   grades: {options.out / 'grades.csv'}"))
+    return 1 if faults else 0

@@ -1,0 +1,42 @@
+"""What goes into the child: one `Job` (the assignment, the submission's copy, the device, the key
+that signs every frame back) and its tasks, as JSON on the child's standard input, read once and
+closed (decoding.job_json, decoding.read_job), so no file or command-line argument holds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def task_id(part: str, kind: str, index: int) -> str:
+    """A task's name in the job and in every message about it: its part, its kind, its index."""
+    return f"{part}:{kind}:{index}"
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    part: str
+    kind: str  # "case", "bench" or "probe"
+    index: int
+    seed: int
+    repeats: int = 1  # runs of a case on the same inputs, which must agree bit for bit
+    max_output_bytes: int = 1 << 20  # an output larger than this is described, not sent
+
+
+@dataclass
+class Job:
+    assignment_dir: str
+    submission_dir: str  # the submission's copy, as the child sees it
+    device: str  # "cpu" or "cuda"
+    channel_fd: int
+    key: str  # hex: signs every frame the child sends
+    tasks: list[Task]
+    libraries: dict[str, str] = field(default_factory=dict)  # CUDA part -> the built library, as the child sees it
+    gpu_memory_gib: float = 40.0
+    # Where the parent opens the gate (one byte) once this child may use the GPU (gpu_lock.py):
+    # the child waits there after its start, before any student code. -1: no gate.
+    gate_fd: int = -1
+    # Tests only: the child runs without its guard (child/guard.py, switches.py), standing for student
+    # code in full control of the child's Python; the parent's witness must still hold the verdicts.
+    unguarded: bool = False
+    witness: bool = False  # the parent loads its witness into this child (grader/witness/; GPU tier only)

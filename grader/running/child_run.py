@@ -1,0 +1,204 @@
+"""What a child reported, read back as it runs: its captured stdout and stderr (head and tail,
+so a chatty submission cannot flood the report), and its signed channel, read by a thread with
+caps on every size and count (`Channel`), into one `ChildRun`. A frame that fails its signature,
+breaks a cap or does not parse ends the reading and costs the task in flight."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from grader.messages import frames
+from grader.messages.decoding import ProtocolError
+from grader.messages.job import Task
+from grader.messages.reports import BenchReport, Done, Failure, Finished, Hello, Imported, Output, Start
+from grader.reporting.text import printable
+from grader.witness import stream as witness_stream
+
+CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output stream
+FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
+OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+                 "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
+
+
+class Capture(threading.Thread):
+    """Drains a stream, keeping its first and last CAPTURE_BYTES and counting the rest."""
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream, self.head, self.tail, self.total = stream, b"", b"", 0
+
+    def run(self) -> None:
+        while chunk := self.stream.read(65536):
+            self.total += len(chunk)
+            if len(self.head) < CAPTURE_BYTES:
+                self.head += chunk[: CAPTURE_BYTES - len(self.head)]
+            self.tail = (self.tail + chunk)[-CAPTURE_BYTES:]
+
+    def text(self) -> str:
+        """What was kept, as text with no control sequences: it may reach a terminal or a report."""
+        if self.total <= CAPTURE_BYTES:
+            kept = self.head
+        elif self.total - 2 * CAPTURE_BYTES <= 0:
+            kept = self.head + self.tail[-(self.total - len(self.head)):]
+        else:
+            kept = self.head + f"\n[... {self.total - 2 * CAPTURE_BYTES} bytes of output left out ...]\n".encode() + self.tail
+        return printable(kept.decode(errors="replace"))
+
+
+@dataclass
+class OutputFile:
+    """An output tensor as the parent wrote it to its own file (`path` is None when not sent)."""
+
+    dtype: str
+    shape: list[int]
+    path: Path | None
+
+
+@dataclass
+class ChildRun:
+    returncode: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    limit_hit: tuple[str, str] | None = None  # (reason, message) when the parent killed it for a limit
+    violation: ProtocolError | None = None  # what ended the reading of the channel early
+    ready: bool = False  # the harness was up before any student code ran
+    began: float = 0.0  # time.monotonic() when the child was started
+    ready_s: float | None = None  # seconds from start until the harness was up (the sandbox, torch's import), waits left out
+    started: list[str] = field(default_factory=list)
+    task_began: dict[str, float] = field(default_factory=dict)  # time.monotonic() of each task's Start
+    task_seconds: dict[str, float] = field(default_factory=dict)  # from each task's Start to its Done, on our clock
+    outcomes: dict[str, Done] = field(default_factory=dict)
+    outputs: dict[tuple[str, str], OutputFile] = field(default_factory=dict)
+    finished: bool = False
+    gpu_reserved_bytes: int = 0  # the child's own figure (Finished), within its cap; 0 if none came
+    imported: bool = False  # with a gate: the child imported torch and waited to start CUDA
+    gates: list[tuple[float, float | None]] = field(default_factory=list)  # each wait at the gate (monotonic)
+    gate_error: BaseException | None = None  # what the gate raised (a fault of the grader's), re-raised to the caller
+    witness: witness_stream.Witnessed | None = None  # what the witness saw of the child, where one recorded it
+
+    def waited(self, now: float) -> float:
+        """Seconds spent at the gate so far (both of its stages): they count against no time limit."""
+        return sum((opened if opened is not None else now) - began for began, opened in self.gates)
+
+    @property
+    def gated_s(self) -> float:
+        """How long the child waited at its gate, in the stages that opened."""
+        return sum(opened - began for began, opened in self.gates if opened is not None)
+
+    def owed(self) -> set[tuple[str, str]]:
+        """The outputs that Done reports said would follow the last task (a benchmark's kept
+        output, worker.Worker.pay) and that have not come: the only outputs taken after their
+        task's Done, each once."""
+        said = {(task, done.outcome.kept.returned.output) for task, done in self.outcomes.items()
+                if isinstance(done.outcome, BenchReport) and done.outcome.kept is not None
+                and done.outcome.kept.returned.kind == "tensor"}  # fmt: skip
+        return said - self.outputs.keys()
+
+    def stopped(self) -> bool:
+        """Whether the child reported a dead CUDA context: it ends after that Done, on purpose,
+        and sends nothing more (the outputs it kept for later are lost with the context)."""
+        return any(isinstance(done.outcome, Failure) and done.outcome.fatal for done in self.outcomes.values())
+
+    @property
+    def in_flight(self) -> str | None:
+        """The task that had started and not finished when the child ended."""
+        return next((t for t in reversed(self.started) if t not in self.outcomes), None)
+
+    def death(self) -> tuple[str, str]:
+        """Why the child ended early, as a reason code and a sentence."""
+        code = self.returncode
+        tail = "\n".join(self.stderr.strip().splitlines()[-12:])
+        detail = f"\nLast lines of stderr:\n{tail}" if tail else ""
+        if self.violation:
+            return self.violation.reason, f"{self.violation.message}{detail}"
+        if self.limit_hit:
+            return self.limit_hit[0], f"killed: {self.limit_hit[1]}{detail}"
+        if self.timed_out:
+            return "timeout", f"still running after {self.seconds:.0f} s, the assignment's time limit{detail}"
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
+            if name == "SIGKILL":
+                return "out_of_memory", f"the process was killed by SIGKILL, as the out-of-memory killer does{detail}"
+            return "crash", f"the process was killed by {name}{detail}"
+        if "CUDA" in tail and ("error" in tail or "illegal" in tail):
+            return "crash", f"the process died with a CUDA error{detail}"
+        return "crash", f"the process exited with status {code} in the middle of the call (sys.exit or os._exit?){detail}"
+
+
+class Channel(threading.Thread):
+    """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
+
+    def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation,
+                 gpu_cap_bytes: int = 0, open_gate: Callable[[str], None] | None = None):  # fmt: skip
+        super().__init__(daemon=True)
+        self.gpu_cap_bytes, self.open_gate = gpu_cap_bytes, open_gate
+        self.file = os.fdopen(fd, "rb")
+        caps = [t.max_output_bytes for t in tasks]
+        self.reader = frames.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
+        self.tasks = {t.id: t for t in tasks}
+        self.limit = FRAMES_PER_TASK * len(tasks) + 4
+        self.run_, self.on_violation = run, on_violation
+
+    def run(self) -> None:
+        try:
+            for _ in range(self.limit):
+                self.take(self.reader.read())
+            raise ProtocolError("tampering", f"more than {self.limit} messages on the result channel")
+        except EOFError:
+            pass
+        except ProtocolError as error:
+            self.run_.violation = error
+            self.on_violation()
+        finally:
+            self.file.close()
+
+    def take(self, frame: frames.Frame) -> None:
+        message, run = frame.message, self.run_
+        if isinstance(message, Imported):
+            if run.imported or run.ready or self.open_gate is None:
+                raise ProtocolError("tampering", "an Imported out of turn on the result channel")
+            run.imported = True
+            self.open_gate("cuda")
+        elif isinstance(message, Hello):
+            if run.ready or (self.open_gate is not None and not run.imported):
+                raise ProtocolError("tampering", "a Hello out of turn on the result channel")
+            now = time.monotonic()
+            run.ready, run.ready_s = True, now - run.began - run.waited(now)
+            if self.open_gate is not None:
+                self.open_gate("run")
+        elif isinstance(message, Start) and message.task in self.tasks:
+            run.started.append(message.task)
+            run.task_began[message.task] = time.monotonic()
+        elif isinstance(message, Output) and (message.task == run.in_flight or (message.task, message.name) in run.owed()):
+            self.output(message, frame)
+        elif isinstance(message, Done) and message.task == run.in_flight:
+            run.outcomes[message.task] = message
+            run.task_seconds[message.task] = time.monotonic() - run.task_began[message.task]
+            if self.open_gate is not None and len(run.outcomes) == len(self.tasks) and not run.stopped():
+                self.open_gate("timed")  # every task is done: what is left to send is no timing
+        elif isinstance(message, Finished):
+            run.finished = True
+            # Only shown: a figure torch's capped allocator could not have reached is dropped.
+            if 0 <= message.gpu_reserved_bytes <= self.gpu_cap_bytes:
+                run.gpu_reserved_bytes = message.gpu_reserved_bytes
+        else:
+            raise ProtocolError("tampering", f"an out-of-order message on the result channel ({type(message).__name__})")
+
+    def output(self, message: Output, frame: frames.Frame) -> None:
+        size = OUTPUT_DTYPES.get(message.dtype)
+        numel = 1
+        for extent in message.shape:
+            numel *= max(extent, 0)
+        expected = numel * size if size else -1
+        if size is None or len(message.shape) > 8 or (message.sent and frame.payload_bytes != expected):
+            raise ProtocolError("tampering", f"an output whose bytes do not match its shape and dtype ({message.dtype})")
+        path = frame.payload if message.sent else None
+        self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, path)
