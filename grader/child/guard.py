@@ -168,7 +168,7 @@ def _trusted_roots(student_root: Path) -> tuple[str, ...]:
     paths.add(str(Path(__file__).resolve().parent.parent))
     roots = {os.path.realpath(p) + os.sep for p in paths}
     # The grader as Python loaded it too: its code objects carry that name, which may pass through a
-    # link (.venv/grader-path/grader, where the repository lies under /tmp and sys.path's entry is not trusted).
+    # link (.venv/grader-path/grader) that no trusted folder of the import path covers.
     roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
     return tuple(sorted(roots))
 
