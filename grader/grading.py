@@ -9,6 +9,7 @@ its benchmarks. Each part also gets a zero-point `build` test saying whether its
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 import tempfile
 import time
@@ -363,7 +364,12 @@ class AssignmentGrading:
     def own_kernels(self, cuda_kernels: set[str]) -> set[str]:
         """Every kernel the student's files define, read here from the copy of their files: the
         witness's test of whose kernel ran (witness/judge.py)."""
-        return witness_judge.own_triton_kernels(self.cwd) | cuda_kernels
+        return self.own_triton_kernels | cuda_kernels
+
+    @functools.cached_property
+    def own_triton_kernels(self) -> set[str]:
+        """Read once a grading: the copy does not change, and each part and phase asks."""
+        return witness_judge.own_triton_kernels(self.cwd)
 
 
 def grade_assignment(assignment: Assignment, submission: Path, settings: Settings) -> tuple[list[TestResult], Phases]:
