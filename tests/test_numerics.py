@@ -52,6 +52,17 @@ def test_poison_survives_copies_and_marks_unwritten_elements():
     assert verdict.metrics["where"]["bad_row_ranges"] == "30-36"
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.bool, torch.int16, torch.int32, torch.int64])
+def test_integer_and_bool_allocations_are_poisoned_too(dtype):
+    """A student's `torch.empty(n, dtype=torch.uint8)` comes back poisoned like a float one: the
+    pattern is 0xA5 in every byte, which fits any width (a four-byte pattern did not fit a byte,
+    and filling a uint8 tensor the student then filled itself raised in the grader)."""
+    guarded = poison.guarded_empty(torch.empty(5, dtype=dtype))
+    assert poison.is_poison(guarded.tensor).all() and guarded.overrun() == 0
+    guarded.tensor.fill_(1)
+    assert not poison.is_poison(guarded.tensor).any()
+
+
 def test_computed_nan_is_not_mistaken_for_poison():
     ref = _reference()
     out = ref.float()

@@ -73,6 +73,14 @@ def test_without_a_gpu_or_nsight_compute_it_says_so_and_profiles_nothing(monkeyp
     assert "grade does not use it" in found.note
 
 
+def test_a_grade_with_no_timed_part_says_why_nothing_was_profiled(monkeypatch):
+    monkeypatch.setattr(profiling, "find_ncu", lambda: "/nonexistent/ncu")  # never run: nothing to profile
+    wrong = TestResult("softmax", "softmax", "performance", "softmax/softmax: speed", "wrong_result", 0.0, 1.0, "wrong")
+    found = profiling.profile(Grade("solutions", [wrong], {}, 1.0), REPO_ROOT / "solutions",
+                              load_assignments(["softmax"]), "cuda")  # fmt: skip
+    assert found.cases == [] and "no part was (each failed" in found.note
+
+
 def _fake_ncu(folder, behaviour: str) -> str:
     """A stand-in for ncu: a profiling run answers as the profiled process does (or hangs), and
     `--import` prints the constructed CSV."""

@@ -48,7 +48,7 @@ def test_an_attack_loses_its_points_with_the_guard_off(expect):
     # The attack on forbidden work is named by the witness, whatever the child says.
     reason = "forbidden_op" if folder.name == "cublas_through_ctypes" else tomllib.loads(expect.read_text())["reason"]
     assert {t.reason for t in graded} == {reason}, [(t.name, t.reason, t.output[:200]) for t in graded]
-    assert all("witness" in t.output for t in graded)
+    assert all("witness" in t.output for t in graded), [(t.name, t.output[:300]) for t in graded]
 
 
 def test_the_solution_keeps_every_point_with_the_guard_off(repo):

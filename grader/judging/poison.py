@@ -20,13 +20,21 @@ _PATTERNS = {
 }
 _INT_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
+
+def _int_pattern(size: int) -> int:
+    """0xA5 in every byte, as the signed integer of that many bytes: integer and bool tensors are
+    poisoned too (a uint8 mask the student allocates), and a one-byte pattern must fit a byte."""
+    return int.from_bytes(b"\xa5" * size, "little") - (1 << (8 * size))
+
+
 FRONT_BYTES = 512  # keeps the guarded view 512-byte aligned, as a fresh allocation would be
 BACK_ELEMENTS = 8192  # room for a whole unmasked block written past the end
 
 
 def _bits(tensor: torch.Tensor) -> tuple[torch.Tensor, int]:
     """The tensor's raw bits as integers, and the poison pattern in the same integer type."""
-    int_dtype, pattern = _PATTERNS.get(tensor.dtype, (_INT_OF_SIZE[tensor.element_size()], -0x5A5A5A5B))
+    size = tensor.element_size()
+    int_dtype, pattern = _PATTERNS.get(tensor.dtype, (_INT_OF_SIZE[size], _int_pattern(size)))
     return tensor.view(int_dtype), pattern
 
 

@@ -92,8 +92,11 @@ def aliasing(observed: Observation) -> Verdict | None:
 
 
 def _numerics(assignment: Assignment, part: Part, case: Case, seed: int, observation: Observation,
-              outputs: dict, device: str) -> tuple[Verdict, dict, torch.Tensor]:  # fmt: skip
-    inputs = cases.case_inputs(assignment, part, case, seed, device)
+              outputs: dict, device: str, draw=cases.case_inputs) -> tuple[Verdict, dict, torch.Tensor]:  # fmt: skip
+    """`draw` makes the inputs as the child made them: a correctness case's (`case_inputs`: a case
+    both tiers grade comes from the CPU's generator) or a benchmark's (`make_inputs`, drawn on the
+    GPU where it runs: a timed output judged against the CPU generator's draw is wrong everywhere)."""
+    inputs = draw(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
     out, tolerance = load_output(observation, outputs, device), part.tolerance_for(case.dtype)
     verdict = numerics.judge(out, reference, cases.DTYPES[case.dtype], tolerance, observation.modified_inputs,
@@ -120,10 +123,12 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
     if not isinstance(report, CaseReport):
         return Verdict("crash", "the child reported something other than a case's result")
     witnessed = result.witness is not None
-    verdict = (subclass(report.observation)
+    # The witness's evidence first: the child's own report (its activity, its observation) is what
+    # student code in control of its process could rewrite; the witness's records are not.
+    verdict = ((witness_judge.case(part, result.witness, report.activity, own,
+                                   output_sizes.output_bytes(assignment, part, case)) if witnessed else None)
+               or subclass(report.observation)
                or integrity.integrity(part, report.activity, device, report.calls, cuda_kernels, witnessed)
-               or (witness_judge.case(part, result.witness, report.activity, own,
-                                      output_sizes.output_bytes(assignment, part, case)) if witnessed else None)
                or aliasing(report.observation) or target_verdict(case, report.activity)
                or integrity.required_loads(part, report.activity))  # fmt: skip
     if verdict:
@@ -306,7 +311,8 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
         verdict = witness_judge.bench(part, result.witness, report, own)
         if verdict:
             return verdict
-    checked, inputs, _ = _numerics(assignment, part, case, report.kept_seed, report.kept, result.outputs, device)
+    checked, inputs, _ = _numerics(assignment, part, case, report.kept_seed, report.kept, result.outputs, device,
+                                   cases.make_inputs)  # fmt: skip
     if not checked.ok:
         return Verdict(checked.reason, f"the output of a timed call was wrong: {checked.message}", checked.metrics)
     metrics = speed_metrics(report, cases.traffic(assignment, part, inputs))

@@ -86,6 +86,9 @@ def profile(grade: Grade, submission: Path, assignments: list[Assignment], devic
                        "index": index, "library": str(library or "")}  # fmt: skip
                 found.cases.append(_profile_case(tool, job, ProfiledCase(assignment.name, part.name, case.label),
                                                  timeout_s))  # fmt: skip
+    if not found.cases:
+        found.note = ("nothing was profiled: Nsight Compute profiles only a part whose kernels were timed, and no part "
+                      "was (each failed its correctness or its timing: the grade says why)")  # fmt: skip
     return found
 
 
