@@ -98,8 +98,8 @@ def _forbidden(windows: list[Window], own: set[str], part: Part, what: str, outp
                        "torch computing)", {"witness_kernels": foreign})  # fmt: skip
     host = max((_host_bytes(w, output_bytes) for w in windows), default=0)
     if host:
-        return Verdict("forbidden_op", f"{what} copied {host} bytes of GPU data to the host: the work must be done by "
-                       "your kernel on the GPU, not by the CPU (numpy, Python loops, .tolist())",
+        return Verdict("forbidden_op", f"{what} copied {host} bytes of GPU data to the host (seen by the grader's witness): "
+                       "the work must be done by your kernel on the GPU, not by the CPU (numpy, Python loops, .tolist())",
                        {"host_bytes": host})  # fmt: skip
     return None
 
