@@ -54,8 +54,8 @@ def _join(procs: str) -> None:
 
 
 def _own_proc() -> list[str]:
-    """This process's /proc folder, held open (and inherited across exec) so that the folder the
-    rule names is the one every later look finds, and the shared /proc files."""
+    """This process's /proc folder (first), held open (and inherited across exec) so that the folder
+    the rule names is the one every later look finds, and the shared /proc files."""
     held = os.open(f"/proc/{os.getpid()}", os.O_PATH | os.O_DIRECTORY)
     os.set_inheritable(held, True)
     return [f"/proc/{os.getpid()}", *(f"/proc/{name}" for name in PROC_SHARED)]
@@ -86,7 +86,8 @@ def main(spec: str, argv: list[str]) -> None:
             sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
             from grader.running import landlock
 
-            landlock.restrict([*walls.readable, *_own_proc()], walls.writable)
+            own, *shared = _own_proc()
+            landlock.restrict([*walls.readable, *shared], walls.writable, own)
         if walls.seccomp_fd is not None:
             _load_seccomp(walls.seccomp_fd)
         os.execv(argv[0], argv)

@@ -82,10 +82,13 @@ def describe() -> str:
     return f"Landlock ABI {version}: " + ", ".join(walls)
 
 
-def restrict(readable: list[str], writable: list[str]) -> int:
+def restrict(readable: list[str], writable: list[str], own_process: str | None = None) -> int:
     """Restrict this process (single-threaded: rules bind the calling thread) and whatever it
     execs or starts to `readable` and `writable` (and the device nodes the child needs); returns
-    the ABI used, 0 where the kernel has no Landlock. Raises LandlockError if a step fails."""
+    the ABI used, 0 where the kernel has no Landlock. Raises LandlockError if a step fails.
+    `own_process`, the process's own /proc folder, is readable and its files writable: CUDA's
+    driver writes there as it starts (on an H200, cudaGetDeviceCount failed with error 304, 'OS
+    call failed', until it could); what a process writes of its own /proc reaches no other."""
     version = min(abi(), 7)
     if not version:
         return 0
@@ -101,8 +104,8 @@ def restrict(readable: list[str], writable: list[str]) -> int:
             _allow(libc, ruleset, path, READ, fs)
         for path in writable:
             _allow(libc, ruleset, path, fs, fs)
-        for path in [*DEVICES, *_gpu_nodes()]:
-            _allow(libc, ruleset, path, READ_FILE | READ_DIR | WRITE_FILE, fs)
+        for path in [*DEVICES, *_gpu_nodes(), *([own_process] if own_process else [])]:
+            _allow(libc, ruleset, path, READ | WRITE_FILE | TRUNCATE, fs)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise LandlockError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) != 0:
