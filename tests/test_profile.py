@@ -46,6 +46,13 @@ def test_the_speed_of_light_rows_are_read_with_their_units():
     assert tiny.limit == "L1" and "latency-bound" in tiny.reading
 
 
+def test_a_memory_level_busier_than_the_memory_throughput_names_the_bound():
+    """Figures an H200 gave the solution's float32 8192x1024 softmax (2026-11-28): memory throughput
+    54%, its L2 86%. The kernel is bound by the L2, not latency-bound at 54%."""
+    softmax = ncu.KernelProfile("softmax_kernel", 15968.0, 28.95, 54.44, {"DRAM": 54.44, "L2": 86.14, "L1": 33.49})
+    assert softmax.limit == "L2" and softmax.reading.startswith("bound by L2 bandwidth, at 86% of its peak")
+
+
 def test_durations_in_other_units_and_older_metric_names():
     older = CONSTRUCTED_CSV.replace("nsecond", "usecond").replace("dram__throughput", "gpu__dram_throughput")
     softmax = ncu.parse(older)[0]

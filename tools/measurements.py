@@ -12,6 +12,7 @@ and the page is rendered again: the table is replaced, nothing is appended. Hist
     .venv/bin/python tools/measurements.py warm-parity comparison.json cold/results.json
     .venv/bin/python tools/measurements.py batch-parity comparison.json serial/results.json [--name class-of-20-gelu]
     .venv/bin/python tools/measurements.py report-speed bench-report.json
+    .venv/bin/python tools/measurements.py profile profile.json results.json      # `make profile`'s
     .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
 
 `warm-parity` and `batch-parity` read the `--json` of tools/warm_parity.py and tools/batch_parity.py.
@@ -40,6 +41,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from grader.kernels.ncu import KernelProfile  # noqa: E402
+
 RECORDS = REPO / "docs" / "measurements"
 PAGE = REPO / "docs" / "measurements.md"
 PROVENANCE = ("date", "machine", "driver", "torch", "triton", "commit")
@@ -161,6 +165,30 @@ def batch_parity(summary_path: Path, results_path: Path, driver: str | None, nam
             "measured": provenance(results, driver), "columns": ["figure", "value"], "rows": rows}  # fmt: skip
 
 
+def nsight_profile(profile_path: Path, results_path: Path, driver: str | None) -> dict:
+    """`python -m grader profile`'s profile.json beside its results.json: each timed case's kernels
+    as Nsight Compute's speed-of-light section saw them."""
+    found, results = json.loads(profile_path.read_text()), json.loads(results_path.read_text())
+    rows = []
+    for case in found["cases"]:
+        name = f"{case['part']} {case['case']}"
+        if not case["kernels"]:
+            rows.append([name, "-", "-", "-", "-", "-", "-", "-", case["error"] or "no kernel recorded"])
+        for k in case["kernels"]:  # read again from the figures, by today's rules
+            read = KernelProfile(k["kernel"], k["duration_ns"], k["compute_pct"], k["memory_pct"], k["levels"])
+            rows.append([name, k["kernel"].split("(")[0], f"{k['duration_ns'] / 1000:.1f} us", f"{k['compute_pct']:.0f}%",
+                         f"{k['memory_pct']:.0f}%", f"{k['levels'].get('DRAM', 0):.0f}%", f"{k['levels'].get('L2', 0):.0f}%",
+                         read.limit, read.reading])  # fmt: skip
+    return {"name": "profile", "order": 40, "title": "`make profile`: Nsight Compute on the solutions' timed cases",
+            "about": "`python -m grader profile --submission solutions --assignment matmul --assignment softmax` on a "
+                     "GPU: one call of each timed case under `ncu --section SpeedOfLight` (advice beside the grade, "
+                     "never graded). compute and memory: the busiest unit of each as a share of its peak; DRAM and L2: "
+                     "those levels' own. Re-measure: `tools/measurements.py profile results/profile.json "
+                     "results/results.json`.",
+            "measured": provenance(results, driver),
+            "columns": ["case", "kernel", "time", "compute", "memory", "DRAM", "L2", "limit", "reading"], "rows": rows}  # fmt: skip
+
+
 def _batch_figures(summary: dict) -> list[tuple[str, str]]:
     walls = summary["walls"]
     serial, shared = walls["serial"]["seconds"], walls["shared"]["seconds"]
@@ -264,13 +292,14 @@ def suite_record(row: list) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
-                                         "report-speed", "suite"))  # fmt: skip
+                                         "report-speed", "suite", "profile"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
     parser.add_argument("--condition", help="suite: the row's name (idle, busy, ...)")
     parser.add_argument("--busy", action="store_true", help="suite: keep every core busy meanwhile")
     parser.add_argument("--without-bwrap", action="store_true", help="suite: hide bubblewrap from the PATH")
+    parser.add_argument("--commit", help="the commit measured, where it is not HEAD")
     parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
     args = parser.parse_args()
     if args.what == "check":
@@ -283,12 +312,15 @@ def main() -> int:
         "warm-parity": lambda: warm_parity(args.inputs[0], args.inputs[1], args.driver),
         "batch-parity": lambda: batch_parity(args.inputs[0], args.inputs[1], args.driver, args.name),
         "report-speed": lambda: report_speed(args.inputs[0]),
+        "profile": lambda: nsight_profile(args.inputs[0], args.inputs[1], args.driver),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()
     if record is None:
         PAGE.write_text(render(load_records()))
     else:
+        if args.commit:
+            record["measured"]["commit"] = args.commit
         write_record(record)
     return 0
 
