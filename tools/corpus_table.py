@@ -20,9 +20,12 @@ from pathlib import Path
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 
 
-def table(results: Path) -> str:
-    rows = ["| kernel | cases on both tiers | same verdict | differ (why) | verdicts (CPU tier / GPU tier) |",
-            "| --- | --- | --- | --- | --- |"]
+COLUMNS = ["kernel", "cases on both tiers", "same verdict", "differ (why)", "verdicts (CPU tier / GPU tier)"]
+
+
+def rows(results: Path) -> list[list[str]]:
+    """A row per kernel both tiers' runs left verdicts for."""
+    found = []
     for gpu_file in sorted(results.glob("gpu-*.json")):
         entry = gpu_file.stem.removeprefix("gpu-")
         cpu_file = results / f"cpu-{entry}.json"
@@ -38,8 +41,13 @@ def table(results: Path) -> str:
         if unexplained:
             why += f"; {unexplained} UNEXPLAINED"
         tally = lambda verdicts: ", ".join(f"{r} {n}" for r, n in Counter(verdicts[c] for c in both).most_common())
-        rows.append(f"| {entry} | {len(both)} | {len(same)} | {why} | {tally(cpu) or '-'} / {tally(gpu) or '-'} |")
-    return "\n".join(rows)
+        found.append([entry, str(len(both)), str(len(same)), why, f"{tally(cpu) or '-'} / {tally(gpu) or '-'}"])
+    return found
+
+
+def table(results: Path) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "| " + " | ".join("---" for _ in COLUMNS) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows(results)])
 
 
 def _explained(name: str, differs: dict) -> bool:

@@ -13,6 +13,7 @@ and the page is rendered again: the table is replaced, nothing is appended. Hist
     .venv/bin/python tools/measurements.py batch-parity comparison.json serial/results.json [--name class-of-20-gelu]
     .venv/bin/python tools/measurements.py report-speed bench-report.json
     .venv/bin/python tools/measurements.py profile profile.json results.json      # `make profile`'s
+    .venv/bin/python tools/measurements.py corpus corpus-results --machine GPU --gpu-torch VERSION
     .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
 
 `warm-parity` and `batch-parity` read the `--json` of tools/warm_parity.py and tools/batch_parity.py.
@@ -189,6 +190,31 @@ def nsight_profile(profile_path: Path, results_path: Path, driver: str | None) -
             "columns": ["case", "kernel", "time", "compute", "memory", "DRAM", "L2", "limit", "reading"], "rows": rows}  # fmt: skip
 
 
+def corpus(results: Path, machine: str, driver: str | None, gpu_torch: str) -> dict:
+    """tools/corpus_table.py's rows from both tiers' verdicts (`CORPUS_RESULTS=DIR` on each tier)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import corpus_table
+
+    record = json.loads(record_path("corpus").read_text())  # its about and notes are prose kept with it
+    record.update(columns=corpus_table.COLUMNS, rows=corpus_table.rows(results),
+                  measured={"date": datetime.date.today().isoformat(), "machine": machine, "driver": _driver(driver),
+                            "torch": f"{gpu_torch} (GPU), {_torch()} (CPU)", "triton": _pinned_triton(),
+                            "commit": _commit()})  # fmt: skip
+    return record
+
+
+def _torch() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def _pinned_triton() -> str:
+    import triton
+
+    return triton.__version__
+
+
 def _batch_figures(summary: dict) -> list[tuple[str, str]]:
     walls = summary["walls"]
     serial, shared = walls["serial"]["seconds"], walls["shared"]["seconds"]
@@ -292,13 +318,15 @@ def suite_record(row: list) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
-                                         "report-speed", "suite", "profile"))  # fmt: skip
+                                         "report-speed", "suite", "profile", "corpus"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
     parser.add_argument("--condition", help="suite: the row's name (idle, busy, ...)")
     parser.add_argument("--busy", action="store_true", help="suite: keep every core busy meanwhile")
     parser.add_argument("--without-bwrap", action="store_true", help="suite: hide bubblewrap from the PATH")
+    parser.add_argument("--machine", help="corpus: the GPU (and CPU) the verdicts were measured on")
+    parser.add_argument("--gpu-torch", help="corpus: the GPU tier's torch (its verdict files carry no versions)")
     parser.add_argument("--commit", help="the commit measured, where it is not HEAD")
     parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
     args = parser.parse_args()
@@ -313,6 +341,7 @@ def main() -> int:
         "batch-parity": lambda: batch_parity(args.inputs[0], args.inputs[1], args.driver, args.name),
         "report-speed": lambda: report_speed(args.inputs[0]),
         "profile": lambda: nsight_profile(args.inputs[0], args.inputs[1], args.driver),
+        "corpus": lambda: corpus(args.inputs[0], args.machine or "-", args.driver, args.gpu_torch or "-"),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()
