@@ -53,7 +53,7 @@ class KernelProfile:
     @property
     def _memory_busiest(self) -> float:
         """The busiest memory unit's share of its peak: a level's own figure can pass the section's
-        memory throughput (on an H200 a softmax's L2 read 86% where memory throughput read 54%)."""
+        memory throughput (on an H200 a row-wise kernel's L2 read 86% where memory throughput read 54%)."""
         return max([self.memory_pct or 0.0, *self.levels.values()])
 
     @property
