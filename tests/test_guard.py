@@ -796,6 +796,10 @@ def tolist_and_back():
     return torch.as_tensor(x.tolist()).shape[0]
 
 
+def as_tensor_of_a_list():
+    return torch.as_tensor([1.0] * 1000).shape[0]
+
+
 def from_numpy_through_the_functions_class():
     return torch._C._VariableFunctions.from_numpy(np.ones(500)).shape[0]
 
@@ -816,7 +820,7 @@ WRITES = ("torch_save", "from_file_shared", "from_file_through_the_functions_cla
           "base_storage_from_file", "typed_storage_from_file", "zip_writer_made_directly", "script_module_saved",
           "fifo_made")
 READS = ("torch_save_into_a_buffer", "numpy_of_a_tensor", "numpy_through_the_base_class", "tolist_and_back",
-         "from_numpy_through_the_functions_class", "a_scale_read")
+         "as_tensor_of_a_list", "from_numpy_through_the_functions_class", "a_scale_read")
 
 
 def load():
@@ -857,7 +861,8 @@ def test_files_written_from_cpp_and_host_reads_pass_the_guard(tmp_path: Path) ->
     save and os.mkfifo write files from C++, with no `open` audit event: student code is refused
     each, as any write, and nothing lands; a save into a Python buffer and the harness's own saves
     still work. A tensor taken to numpy or Python, or a host array brought into torch (through the
-    immutable classes too), is noted with the values it moved, for the parent to count."""
+    immutable classes too), is noted with the values it moves, for the parent to count; one use that
+    alone moves more than a call may (64 values) is refused before it moves them, a few values pass."""
     result = _run(WRITERS_HARNESS, WRITERS, tmp_path, timeout=120)
     found = result["found"]
     for name in result["writes"]:
@@ -869,8 +874,14 @@ def test_files_written_from_cpp_and_host_reads_pass_the_guard(tmp_path: Path) ->
     assert all("student.py, line" in words for words in written), written
     noted = result["noted"]
     assert noted.get("torch._C.TensorBase.numpy") == 2000, noted  # x.numpy() and TensorBase.numpy(x)
-    assert noted.get("torch._C.TensorBase.tolist") == 1003, noted  # 1000 values, then 3
+    assert noted.get("torch._C.TensorBase.tolist") == 1003, noted  # 1000 values (refused), then 3
     assert noted.get("torch.as_tensor") == 1000 and noted.get("torch.from_numpy") == 500, noted
+    for name, gateway, moved in (("numpy_of_a_tensor", "numpy", 1000), ("numpy_through_the_base_class", "numpy", 1000),
+                                 ("tolist_and_back", "tolist", 1000), ("as_tensor_of_a_list", "as_tensor", 1000),
+                                 ("from_numpy_through_the_functions_class", "from_numpy", 500)):  # fmt: skip
+        assert found[name].startswith(f"refused: the grader refuses host::{gateway} of {moved} values"), found[name]
+        assert "student.py, line" in found[name], found[name]
+    assert found["a_scale_read"] == "allowed: [0.0, 1.0, 2.0]", found
 
 
 def test_library_folders_on_the_import_path_are_trusted_and_the_gradings_own_are_not(tmp_path, monkeypatch):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import torch
 
-from grader.child import dispatch_state, imported
+from grader.child import dispatch_state, host_reads, imported
 from grader.child.launcher import StubNotImplemented
+from grader.judging.ops import HOST
 from grader.child.submission import SubmissionError, student_frames
 from grader.messages.reports import Failure
 
@@ -34,6 +35,8 @@ def classify(error: BaseException, root: Path) -> Failure:
     lowered = text.lower()
     if isinstance(error, StubNotImplemented):
         reason, text = "not_implemented", str(error)
+    elif isinstance(error, PermissionError) and str(error).startswith(host_reads.REFUSED_PREFIX + HOST):
+        reason, text = "forbidden_op", str(error)  # a gateway the guard refused before it moved the call's data
     elif isinstance(error, NotImplementedError):
         reason, text = "not_implemented", "the entry point still raises NotImplementedError: fill in the stub"
     elif isinstance(error, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in lowered or (

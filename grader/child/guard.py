@@ -441,11 +441,15 @@ def _unvouched(state: SimpleNamespace, event: str, who: str, raiser) -> bool:
 
 
 def _note(state: SimpleNamespace, args: tuple, caller) -> None:
-    """A gateway's use (host_reads.py), noted with what it moves where student code asked."""
+    """A gateway's use (host_reads.py), noted with what it moves where student code asked; one that
+    alone moves more than a call may is refused before it moves anything."""
     who, where = _asker(state, caller)
     moved = state.kept["measure"](args[0], args[1]) if who == STUDENT else 0
     if moved:
         state.refusals.append((NOTED, args[0], where, moved))
+    refusal = state.kept["refusal"](args[0], moved, where)
+    if refusal:
+        raise PermissionError(refusal)
 
 
 def _hook_for(state: SimpleNamespace) -> Callable[[str, tuple], None]:

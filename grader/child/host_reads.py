@@ -11,7 +11,9 @@ profiler's switches (switches.take_away), and a gate stands in that asks the gua
 The hook hands it to anyone, and where student code asked (its walk, the student's line with it)
 notes the gateway and how many values it moves. The parent counts them with the call's torch ops
 (`host::` ops), and more than a few values per call is forbidden_op (ops.py), as a computing op
-would be. A value read one at a time (`float(t)`, `t.item()`, iterating a tensor) is a torch op
+would be. One use that alone moves more than that is refused before it moves anything (`refusal`):
+the call fails with forbidden_op at once, not after a 67-million-element list has filled the
+child's host memory. A value read one at a time (`float(t)`, `t.item()`, iterating a tensor) is a torch op
 the profiler sees, `aten::_local_scalar_dense`, counted likewise.
 
 A storage's values can be read item by item (`bytes(t.untyped_storage())`), where no gate can
@@ -27,7 +29,9 @@ import numpy as np
 import torch
 
 from grader.messages.reports import OpCount
-from grader.judging.ops import HOST
+from grader.judging.ops import HOST, VALUES_PER_CALL
+
+REFUSED_PREFIX = "the grader refuses "  # a gateway refused before it moved anything (failures.py)
 
 # Gateways by owner; each is noted as `host::<name>`.
 GATEWAYS = {
@@ -66,6 +70,18 @@ def measure(name: str, args: tuple) -> int:
     if type(held) in (list, tuple):
         return _items(held, _DEPTH)
     return 1
+
+
+def refusal(name: str, moved: int, where: str) -> str:
+    """Why one use of a gateway that alone moves more values than a call may is refused before it
+    moves them ("" where it may go on): a 67-million-element tolist() filled a GPU-tier child's
+    6 GiB of host memory before its reads could be counted."""
+    if moved <= VALUES_PER_CALL:
+        return ""
+    place = f" ({where})" if where else ""
+    return (f"{REFUSED_PREFIX}{shown(name)} of {moved} values in graded code{place}: computing is your kernel's job "
+            f"here, and more than {VALUES_PER_CALL} values a call taken to the host or brought from it is the call's "
+            "data worked on where your kernel is not")
 
 
 def _items(values, depth: int) -> int:

@@ -192,6 +192,7 @@ def take_away() -> dict:
     kept["hand_out"] = sealed(globals())["_hand_out"]
     # The gateways' uses the hook notes where student code asked, and how it counts what they move.
     kept["noted"], kept["measure"] = host_reads.names(), sealed(vars(host_reads))["measure"]
+    kept["refusal"] = sealed(vars(host_reads))["refusal"]
     return kept
 
 

@@ -85,7 +85,7 @@ UNTOUCHED = frozenset(reason.code for reason in REGISTRY if reason.untouched)
 # The reasons a child may give for a task it could not finish (a Failure: its own account of the
 # student's code); a Failure naming any other code, "ok" above all, is tampering (messages/decoding.py).
 CHILD_FAILURES = frozenset({"missing_file", "syntax_error", "import_error", "missing_entry_point", "compile_error",
-                            "not_implemented", "crash", "out_of_memory", "tampering"})
+                            "not_implemented", "crash", "out_of_memory", "tampering", "forbidden_op"})
 
 
 def hint(code: str) -> str:
