@@ -251,6 +251,7 @@ def _replace_everywhere(taken: dict, depth: int = 0) -> list[str]:
     holders = [h for h in gc.get_referrers(*originals) if id(h) not in mine and not isinstance(h, FrameType)]
     classes = _class_namespaces([h for h in holders if isinstance(h, dict)])
     left = []
+    remade = {}  # id of a tuple or staticmethod that holds an original -> (it, made again with the gate)
     for holder in holders:
         if depth and not (isinstance(holder, list) or id(holder) in classes):
             left.append(holder)
@@ -272,12 +273,16 @@ def _replace_everywhere(taken: dict, depth: int = 0) -> list[str]:
             holder.cell_contents = gate_for[id(holder.cell_contents)]
         elif type(holder) in (tuple, staticmethod) and depth == 0:
             # torch.jit's list of builtins holds (function, name) pairs; a class a staticmethod.
-            again = (tuple(gate_for.get(id(v), v) for v in holder) if type(holder) is tuple
-                     else staticmethod(gate_for[id(holder.__func__)]))  # fmt: skip
-            if _replace_everywhere({id(holder): (holder, again)}, depth + 1):  # held elsewhere too
-                left.append(f"a {type(holder).__name__}: {str(holder)[:120]}")
+            remade[id(holder)] = (holder, tuple(gate_for.get(id(v), v) for v in holder) if type(holder) is tuple
+                                  else staticmethod(gate_for[id(holder.__func__)]))  # fmt: skip
         else:
             left.append(f"a {type(holder).__name__}: {str(holder)[:120]}")
+    if remade:
+        # Each made again where it is held, all in one more walk of gc's objects: a walk takes
+        # 40 ms once torch is imported, and one walk per tuple (a dozen) was a fifth of a child's start.
+        elsewhere = _replace_everywhere(remade, depth + 1)  # holders of any kind but a list or a class
+        held = {id(r) for holder in elsewhere for r in gc.get_referents(holder)}
+        left += [f"a {type(h).__name__}: {str(h)[:120]}" for h, _ in remade.values() if id(h) in held]
     return left
 
 
