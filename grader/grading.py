@@ -85,12 +85,13 @@ class AssignmentGrading:
         # by this process once they have ended (compile_cache.py: no child writes it).
         self.compiled = isolation.compiled_cache(self.workdir)
         self.kept: Path | None = None
+        self.restored: dict = {}  # what the grading's cache started from (compile_cache.restore)
         if settings.cache is not None:
             try:
                 self.kept = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
                                                      assignment.name, self.cwd)  # fmt: skip
                 self.phases.warm = compile_cache.is_warm(self.kept)
-                compile_cache.restore(self.kept, self.compiled)
+                self.restored = compile_cache.restore(self.kept, self.compiled)
             except OSError:
                 self.kept = None  # an unwritable cache folder: this grading compiles in its own folder, as without one
 
@@ -113,7 +114,7 @@ class AssignmentGrading:
                     child.discard()  # where it got no job, or the grading broke off
         if self.kept is not None:
             try:
-                compile_cache.keep(self.compiled, self.kept)  # every child has ended: none writes it now
+                compile_cache.keep(self.compiled, self.kept, self.restored)  # every child has ended: none writes it now
             except OSError:
                 pass  # kept or not, the grade stands: a later grading compiles again
         return tests

@@ -233,13 +233,28 @@ def submission_dir(request) -> Path:
 #
 # The longest groups are handed out first (FIRST, longest first: their fixtures took 253 s, 154 s and
 # 50 s of a two-core run, 2026-11-26), so that short tests fill the other worker meanwhile and at the
-# end, instead of one worker finishing the hostile batch alone while the other waits.
+# end, instead of one worker finishing the hostile batch alone while the other waits. (xdist hands
+# out the groups before the tests scheduled on their own, the groups with more tests first; FIRST
+# orders the rest.) The modules whose tests run in this process alone, 700 of them in 7 s
+# altogether, are handed out LAST: a worker keeps up to three tests in hand, and three gradings
+# of 10-30 s each at the end had left the other worker with nothing to do meanwhile.
 FIRST = ("test_hostile_batch", "test_reference_submissions", "test_batch", "test_course_batch", "test_corpus")
+LAST = ("test_dispatch_state", "test_strength", "test_intake", "test_channel", "test_bootstrap", "test_sandbox",
+        "test_case_inputs", "test_occupancy", "test_fusion", "test_spec", "test_text", "test_ptx", "test_diagnosis",
+        "test_numerics", "test_timing", "test_scoring", "test_gpu", "test_witness_gpu")
+
+
+def _handed_out(item) -> int:
+    """Where a test's module comes in the order of handing out: FIRST's, then the others, then LAST's."""
+    name = item.module.__name__
+    if name in FIRST:
+        return FIRST.index(name)
+    return len(FIRST) + 1 if name in LAST else len(FIRST)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: FIRST.index(item.module.__name__) if item.module.__name__ in FIRST else len(FIRST))
+    items.sort(key=_handed_out)
     for item in items:
         definitions = getattr(item, "_fixtureinfo", None)
         shared = definitions and any(

@@ -212,3 +212,33 @@ def test_only_the_layout_of_tritons_cache_is_kept(tmp_path):
     compile_cache.restore(kept, restored)
     group = json.loads((restored / ("A" * 52) / "__grp__k.json").read_text())["child_paths"]
     assert group == {n: str(restored / ("A" * 52) / n) for n in listed}, "Triton finds the copies"
+
+
+def test_a_grading_that_changed_nothing_keeps_the_kept_files_and_one_that_did_keeps_its_own(tmp_path):
+    """`keep` after a `restore` whose files no child touched leaves the kept folder as it was (the
+    very files: nothing copied); a file written, replaced or added since is kept as the grading left it."""
+    key = "A" * 52
+    kept, compiled = tmp_path / "kept", tmp_path / "compiled"
+    (kept / key).mkdir(parents=True)
+    for name in ("k.json", "k.cubin"):
+        (kept / key / name).write_text(name)
+    (kept / key / "__grp__k.json").write_text(json.dumps({"child_paths": {n: str(kept / key / n)
+                                                                          for n in ("k.json", "k.cubin")}}))
+    inodes = {p.name: p.stat().st_ino for p in (kept / key).iterdir()}
+    restored = compile_cache.restore(kept, compiled)
+    compile_cache.keep(compiled, kept, restored)
+    assert {p.name: p.stat().st_ino for p in (kept / key).iterdir()} == inodes, "an untouched cache is not copied"
+    for change, cubin in (("rewritten", "rewritten"), ("replaced", "replaced"), ("added", "replaced")):
+        compiled = tmp_path / change
+        restored = compile_cache.restore(kept, compiled)
+        if change == "rewritten":
+            (compiled / key / "k.cubin").write_text("rewritten")
+        elif change == "replaced":
+            (compiled / key / "new").write_text("replaced")
+            (compiled / key / "new").rename(compiled / key / "k.cubin")
+        else:
+            (compiled / ("B" * 52)).mkdir()
+            (compiled / ("B" * 52) / "x.autotune.json").write_text("{}")
+        compile_cache.keep(compiled, kept, restored)
+        assert (kept / key / "k.cubin").read_text() == cubin, change
+        assert (change == "added") == (kept / ("B" * 52) / "x.autotune.json").is_file(), change

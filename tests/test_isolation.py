@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -300,6 +301,26 @@ def test_the_watchdog_survives_a_process_that_vanishes_while_it_looks(monkeypatc
         assert child.wait(timeout=10) == -9, "the process over the limit was killed"
     finally:
         child.kill()
+
+
+def test_the_watchdog_looks_again_at_a_pid_used_again(monkeypatch):
+    """The watchdog reads the stat of a process it has seen not to descend from the grader only
+    once (limits.Watchdog._outside); a pid that a process of the child takes over later is another
+    /proc entry (another inode), read and counted like any other. Here /proc is a table: pid 50 is
+    first another user's process, then the leader's child."""
+    me, leader = os.getpid(), 4_000_001
+    table = {1: (1, (0, 1, 0)), me: (2, (1, 1, 0)), leader: (3, (me, leader, 4096)), 50: (4, (1, 50, 4096))}
+    entries = lambda: [SimpleNamespace(name=str(pid), inode=lambda i=inode: i) for pid, (inode, _) in table.items()]  # noqa: E731
+    monkeypatch.setattr(limits.os, "scandir", lambda path: entries())
+    monkeypatch.setattr(limits, "_stat", lambda pid: table[int(pid)][1])
+    monkeypatch.setattr(limits, "_namespace", lambda pid, link="pid": None)
+    watchdog = limits.Watchdog(leader, limits.Limits(host_memory_bytes=1 << 30, max_processes=16), set())
+    assert watchdog.members() == {leader: 4096} and 50 in watchdog._outsiders
+    read = []
+    monkeypatch.setattr(limits, "_stat", lambda pid: read.append(int(pid)) or table[int(pid)][1])
+    assert watchdog.members() == {leader: 4096} and 50 not in read, "an outsider's stat is read once"
+    table[50] = (5, (leader, leader, 8192))  # pid 50 ended, and the child's next process took it
+    assert watchdog.members() == {leader: 4096, 50: 8192}
 
 
 def test_compiled_kernels_on_disk_count_against_the_scratch_limit(tmp_path):
