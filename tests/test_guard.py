@@ -111,6 +111,15 @@ def a_guard_global():
     return _gc_objects()
 
 
+def an_asker_global():
+    import grader.child.asker as asker
+
+    asker._asker = lambda state, frame, imports=False: ("harness", "")
+    asker._is_library = lambda state, filename: True
+    asker.STUDENT = "nobody"
+    return _gc_objects()
+
+
 def _runs_inside_the_hook(owner, name, make):
     """Rebind owner.name with a function that asks for gc's objects if the hook ever runs it."""
     real, ran = getattr(owner, name), []
@@ -185,7 +194,7 @@ taken, _ = guard.install(root, set(), {load.__code__})
 sys.path.insert(0, str(root))
 student = load()
 found = {}
-for name in ("a_guard_global", "a_builtin", "sys_getframe", "threading_get_ident", "a_str_that_lies", "a_bytes_path",
+for name in ("a_guard_global", "an_asker_global", "a_builtin", "sys_getframe", "threading_get_ident", "a_str_that_lies", "a_bytes_path",
              "an_audit_hook_of_its_own", "the_kept_event"):
     try:
         found[name] = "allowed: " + str(getattr(student, name)())
@@ -211,6 +220,7 @@ def test_the_hook_runs_nothing_student_code_can_rebind(tmp_path: Path) -> None:
     result = _run(REBINDS_HARNESS, REBINDS, tmp_path)
     found = result["found"]
     assert found["a_guard_global"].startswith("refused: the grader refuses gc.get_objects"), found
+    assert found["an_asker_global"].startswith("refused: the grader refuses gc.get_objects"), found
     for name in ("a_builtin", "sys_getframe", "threading_get_ident"):
         assert found[name] == "allowed: never ran", f"{name}: student code ran inside the hook ({found[name]})"
     for name in ("a_str_that_lies", "a_bytes_path"):
@@ -889,7 +899,7 @@ def test_library_folders_on_the_import_path_are_trusted_and_the_gradings_own_are
     may lie anywhere, under /tmp too (a clone there failed every unsandboxed grading while /tmp was
     distrusted by name); the grading's own folder (the student's copy, the libraries built from it)
     and a writable scratch folder never do. A folder bound read-only under the sandbox's /tmp does."""
-    from grader.child import guard
+    from grader.child import asker
 
     venv, grading, scratch = tmp_path / "repo" / ".venv" / "site", tmp_path / "grade-x", tmp_path / "scratch"
     student, built, dropped, bound = grading / "submission", grading / "libraries", scratch / "dropped", scratch / "bound"
@@ -899,7 +909,7 @@ def test_library_folders_on_the_import_path_are_trusted_and_the_gradings_own_are
     monkeypatch.setattr(sys, "path", sys.path + [str(f) for f in (venv, student, built, dropped, bound)])
     monkeypatch.setenv("TMPDIR", str(scratch))
     try:
-        trusted = guard._trusted_roots(student)
+        trusted = asker._trusted_roots(student)
     finally:
         bound.chmod(0o755)
     assert str(venv) + os.sep in trusted

@@ -415,15 +415,6 @@ def test_a_loose_module_is_found(tmp_path):
     assert loose_modules(tmp_path) == ["sandbox.py"]
 
 
-# Modules still over the limit, each with why it is not split yet; the list only shrinks.
-LONG_FOR_NOW = {
-    # The audit hook's functions run sealed, over a private copy of this module's namespace
-    # (guard.sealed): a function moved to another module would run over that module's globals,
-    # which student code can rebind. Its split needs the sealing to cover each module it spans.
-    "grader/child/guard.py",
-}
-
-
 def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
     """Every Python module under `root/grader` over `limit` lines, by path from `root`."""
     found = {}
@@ -437,10 +428,8 @@ def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
 def test_no_module_over_400_lines(repo):
     """A module one reads in one sitting; a longer one holds more than one thing, split by what
     its parts do."""
-    found = long_modules(repo)
-    over = {name: lines for name, lines in found.items() if name not in LONG_FOR_NOW}
+    over = long_modules(repo)
     assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
-    assert set(found) >= LONG_FOR_NOW, f"split now, take off LONG_FOR_NOW: {sorted(LONG_FOR_NOW - set(found))}"
 
 
 def test_a_long_module_is_found(tmp_path):
