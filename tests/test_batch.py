@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
+pytestmark = pytest.mark.slow  # a whole class in one batch: `make test-slow`
 import psutil  # noqa: E402  (comes with distributed)
 
 from grader.course import batch as engine  # noqa: E402

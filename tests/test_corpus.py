@@ -151,6 +151,7 @@ def test_expectations_of_the_two_tiers_agree_unless_physics_differs(folder):
                           + "\n".join(disagree))
 
 
+@pytest.mark.slow  # a kernel's whole grading on the CPU tier, up to minutes each: `make test-slow`
 @pytest.mark.parametrize("folder", _entries())
 def test_cpu_tier_gives_each_case_its_verdict(folder):
     wrong = mismatches(folder, "cpu", "cpu")

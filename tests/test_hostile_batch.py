@@ -59,6 +59,7 @@ from types import SimpleNamespace
 import pytest
 
 pytest.importorskip("distributed", reason="batch grading needs dask[distributed], which is not installed here")
+pytestmark = pytest.mark.slow  # a whole class in one batch: `make test-slow`
 import psutil  # noqa: E402  (comes with distributed)
 
 from conftest import (SUBMISSIONS, gradebook_rows, hostile_batch_expectations, known_wrong,  # noqa: E402

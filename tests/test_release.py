@@ -98,6 +98,7 @@ def test_bundle_refuses_a_folder_in_use(tmp_path):
         release.build(tmp_path)
 
 
+@pytest.mark.slow  # a second set-up and test run inside the bundle: `make test-slow`
 def test_bundle_passes_its_own_make_test_in_a_fresh_clone(bundle, tmp_path):
     git = ["git", "-c", "user.name=course staff", "-c", "user.email=staff@example.org"]
     subprocess.run(git + ["init", "-q"], cwd=bundle, check=True)
