@@ -31,9 +31,10 @@ TESTS = Path(__file__).resolve().parent
 SUBMISSIONS = TESTS / "submissions"
 
 # The CPU-tier vector_add folders that test_hostile_batch.py grades as students of ONE batch: all
-# but the spinning `infinite_loop`. That batch checks each for its expect.toml reason, as
-# test_wrong_submissions.py checks every other folder; test_wrong_submissions.py grades these
-# itself only where the batch cannot run (no dask's distributed): no folder is graded twice for one check.
+# but the spinning `infinite_loop`. That batch (`make test-slow`) checks each for its expect.toml
+# reason, as test_wrong_submissions.py checks every other folder. test_wrong_submissions.py grades
+# these itself where the batch cannot run (no dask's distributed), and otherwise one of each reason
+# (`one_of_each_reason`), so that `make test` alone sees every reason a hostile folder earns.
 SPINS = "infinite_loop"
 HOSTILE_BATCH_RUNS = importlib.util.find_spec("distributed") is not None
 
@@ -114,6 +115,18 @@ def hostile_batch_expectations() -> dict[str, dict]:
     paths = sorted((SUBMISSIONS / "vector_add").glob("*/expect.toml"))
     found = {path.parent.name: tomllib.loads(path.read_text()) for path in paths}
     return {name: expect for name, expect in found.items() if expect.get("tier", "both") != "gpu" and name != SPINS}
+
+
+def one_of_each_reason() -> set[Path]:
+    """Of the CPU-tier folders under submissions/, the first by name of each reason in each
+    assignment (the spinning one first of its own: no batch grades it): what `make test` grades of
+    them, every reason each assignment's bugs earn. The rest of the catalog is `make test-slow`'s."""
+    first: dict[tuple[str, str], Path] = {}
+    for path in sorted(SUBMISSIONS.glob("*/*/expect.toml"), key=lambda p: (p.parent.name != SPINS, p)):
+        expect = tomllib.loads(path.read_text())
+        if expect.get("tier", "both") != "gpu":
+            first.setdefault((path.parent.parent.name, expect["reason"]), path.parent)
+    return set(first.values())
 
 
 def known_wrong(folder: Path, root: Path) -> Path:

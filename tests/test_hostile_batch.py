@@ -16,8 +16,9 @@ submissions share a cluster, its workers and its temporary directory:
   correctness point, as the correct student's does (JUDGED below says who hands in none);
 - each hostile student earns its expect.toml reason on every failing correctness test, and its
   `diagnosis` and `output` where it names them: this batch is where these folders get the check that
-  test_wrong_submissions.py makes of every other one (conftest.hostile_batch_expectations), so
-  none is graded twice for it; the memory hog is killed at the limit it names, as
+  test_wrong_submissions.py makes of every other one (conftest.hostile_batch_expectations; it
+  grades one folder of each reason too, for `make test`, which leaves this batch to
+  `make test-slow`); the memory hog is killed at the limit it names, as
   test_isolation.py shows the other limits;
 - a hang (`deadlock`) costs at most the assignment's time limit plus 5 s (`batch` has no option
   to shorten it: the limit is `cpu_timeout_s` in assignment.toml, 120 s, for the whole class).

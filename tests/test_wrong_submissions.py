@@ -13,8 +13,9 @@ process; on the GPU tier, those of them it grades). Every failing test of
 those parts must carry that reason, and at least one must fail; a hang (`timeout`) costs at most
 its `timeout_s` plus 5 s. tests/test_gpu.py runs the same folders on
 the GPU tier. The hostile vector_add folders that test_hostile_batch.py grades in its batch get this
-check there, on that grading (conftest.hostile_batch_expectations); they are graded here only where
-the batch cannot run. A bug written as edits starts from a copy of the kernels that the
+check there, on that grading (conftest.hostile_batch_expectations, `make test-slow`); they are
+graded here where the batch cannot run. `make test` grades one folder of each reason of each
+assignment (conftest.one_of_each_reason), `make test-slow` the others. A bug written as edits starts from a copy of the kernels that the
 solution's own grading compiled (conftest.Solutions): only the kernels its edit changed compile
 again, and the verdicts are those of a grading from scratch.
 """
@@ -28,7 +29,8 @@ import tomllib
 
 import pytest
 
-from conftest import HOSTILE_BATCH_RUNS, SUBMISSIONS, grade, hostile_batch_expectations, known_wrong
+from conftest import (HOSTILE_BATCH_RUNS, SUBMISSIONS, grade, hostile_batch_expectations, known_wrong,
+                      one_of_each_reason)
 from grader.running import compile_cache
 from grader.kernels import cuda_build
 from grader.judging import reasons
@@ -47,13 +49,15 @@ def in_scope(result, expect: dict) -> list:
 
 
 def _submissions() -> list:
-    batched = {SUBMISSIONS / "vector_add" / name for name in hostile_batch_expectations()}
-    if not HOSTILE_BATCH_RUNS:
-        batched = set()
+    """Every CPU-tier folder but those the hostile batch checks (where it runs); of each assignment,
+    one folder of each reason in `make test`, the others marked `slow` (`make test-slow`)."""
+    batched = {SUBMISSIONS / "vector_add" / name for name in hostile_batch_expectations()} if HOSTILE_BATCH_RUNS else set()
+    sample = one_of_each_reason()
     return [
-        pytest.param(folder, id=f"{folder.parent.name}/{folder.name}")
+        pytest.param(folder, id=f"{folder.parent.name}/{folder.name}",
+                     marks=() if folder in sample else pytest.mark.slow)  # fmt: skip
         for folder, expect in expectations()
-        if expect.get("tier", "both") != "gpu" and folder not in batched
+        if expect.get("tier", "both") != "gpu" and (folder in sample or folder not in batched)
     ]
 
 
