@@ -54,6 +54,8 @@ REFUSED = {"mallory", "trudy", "zipbomb", "frank", HOSTILE_ALICE}
 
 def batch(submissions: Path, out: Path, *extra: str, salt_file: Path | None = None, wait: bool = True):
     engine = [] if "--scheduler" in extra else ["--device", "cpu", "--workers", "2"]
+    # Where the OS offers no sandbox, a TA is told to pass --no-sandbox (Landlock and seccomp still wall each child).
+    engine += ["--no-sandbox"] if sandbox.probe().startswith("none") and "--no-sandbox" not in extra else []
     argv = [sys.executable, "-m", "grader", "batch", str(submissions), "--out", str(out),
             "--assignment", "vector_add", *engine, *extra]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}

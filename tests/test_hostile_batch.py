@@ -194,6 +194,7 @@ def run(tmp_path_factory, solutions) -> Run:
     seed_solution_kernels(root / "class", cache, solutions)
     argv = [sys.executable, "-m", "grader", "batch", str(root / "class"), "--out", str(root / "out"),
             "--assignment", "vector_add", "--assignment", OTHER, "--device", "cpu", "--workers", "3"]  # fmt: skip
+    argv += ["--no-sandbox"] if STATUS.startswith("none") else []  # as a TA is told to where the OS offers none
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()

@@ -46,7 +46,14 @@ from grader.assignment.spec import REPO_ROOT
 from grader.witness import build as witness_build
 from grader.witness import stream as witness_stream
 
-BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from grader.child.main import main; main(*sys.argv[2:])"
+# The child runs the parent's own grader package, loaded from its folder by path: a lookup along
+# sys.path lists the repository's folder, which Landlock (no sandbox) lets no child read (solutions/
+# lies there), and went on to the grader of whichever checkout the virtual environment links to.
+BOOT = ("import sys, importlib.util as u; sys.path.insert(0, sys.argv[1]); "
+        "s = u.spec_from_file_location('grader', sys.argv[1] + '/grader/__init__.py', "
+        "submodule_search_locations=[sys.argv[1] + '/grader']); "
+        "sys.modules['grader'] = m = u.module_from_spec(s); s.loader.exec_module(m); "
+        "from grader.child.main import main; main(*sys.argv[2:])")
 INDUCTOR_CACHE = "torchinductor"  # under the compilers' cache (or the child's scratch folder)
 # The cache manager a timing child's Triton keeps its autotuner's picks with (Triton imports it
 # by this name; the child imports it before any student code: main._key_triton).
