@@ -27,8 +27,9 @@ XDIST = $(shell $(PY) -c "import xdist" 2>/dev/null && echo "-n 2 --dist loadgro
 test: $(VENV)/.ready
 	$(PY) -m pytest $(XDIST) -m "not slow"
 
-# What `make test` leaves out for time: whole classes in one batch (the hostile one among them), the
-# corpus of outside kernels graded whole, a release bundle's own `make test`. CI runs both.
+# What `make test` leaves out for time: the known-wrong submissions beyond one of each reason of each
+# assignment, whole classes in one batch (the hostile one among them), the corpus of outside kernels
+# graded whole, a release bundle's own `make test`. CI runs both.
 test-slow: $(VENV)/.ready
 	$(PY) -m pytest $(XDIST) -m "slow and not gpu"
 
