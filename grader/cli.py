@@ -20,6 +20,7 @@ from grader.kernels import profiling
 from grader.reporting import report, terminal
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
+from grader.running.gpu_lock import GpuLock
 from grader.grading import Settings, grade_submission
 from grader.reporting.results_json import write_json
 from grader.assignment.loading import load_assignments
@@ -99,8 +100,10 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
     with console.status("grading...") as status:
         # Kernels compiled here stay for the next grading of the same files (compile_cache.py); on
         # a GPU the assignments are graded side by side (overlap.py).
+        # On a GPU, every grading of the machine takes turns to time through one lock (gpu_lock.py).
         settings = Settings(device=device, progress=lambda text: status.update(text), cache=CACHE_ROOT,
-                            owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments))  # fmt: skip
+                            owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments),
+                            gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None)  # fmt: skip
         result = grade_submission(args.submission.resolve(), assignments, settings)
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)

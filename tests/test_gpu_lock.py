@@ -8,8 +8,16 @@ waits for whom; whether ratios hold while others compile is a measurement for a 
 from __future__ import annotations
 
 import os
+import secrets
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -218,20 +226,123 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
     assert [t for t in quick.outcomes] == [tasks[0].id]
 
 
-def test_only_workers_that_share_a_gpu_are_given_its_lock(tmp_path, monkeypatch):
+def test_workers_are_given_no_lock_of_their_own(monkeypatch):
+    """A batch's workers lock their GPU where every other grading of the machine does: none is
+    handed a folder of the batch's own (four gradings that each held a lock of their own shared
+    one H200 and cost honest solutions points)."""
     pytest.importorskip("distributed")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    alone = batch.worker_specs("cuda", 2, tmp_path)
-    assert all(ENVIRONMENT not in spec["options"]["env"] for spec in alone.values())
-    shared = batch.worker_specs("cuda", 4, tmp_path)
+    shared = batch.worker_specs("cuda", 4)
     envs = [spec["options"]["env"] for spec in shared.values()]
-    assert [env["CUDA_VISIBLE_DEVICES"] for env in envs] == ["0", "1", "0", "1"]
-    assert all(env[ENVIRONMENT] == str(tmp_path) for env in envs)
-    monkeypatch.setenv(ENVIRONMENT, str(tmp_path))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert GpuLock.from_environment().gpu == tmp_path / "gpu-1.lock"
+    assert envs == [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in ("0", "1", "0", "1")]
+    monkeypatch.setenv(ENVIRONMENT, "/some/folder")
+    assert GpuLock.for_this_gpu().gpu.parent == Path("/some/folder")
     monkeypatch.delenv(ENVIRONMENT)
-    assert GpuLock.from_environment() is None
+    assert GpuLock.for_this_gpu().gpu.parent == gpu_lock.DEFAULT_FOLDER
+
+
+# One process of the tests below, started by a shell of its own that exits at once (a double fork:
+# nothing of the test's process, no folder, no variable, is handed to it): it loads
+# gpu_lock.py by path (a copy another user may read), waits for the GPU's timed hold in the
+# machine's default folder, says when it got it, and holds it a while.
+_HOLDER = """
+import importlib.util, os, sys, time
+os.environ.pop("GRADER_GPU_LOCKS", None)
+spec = importlib.util.spec_from_file_location("gpu_lock", sys.argv[1])
+gpu_lock = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_lock)
+folder, note = gpu_lock.machine_folder()
+with gpu_lock.GpuLock(folder, sys.argv[2]).timed("test"):
+    open(sys.argv[3], "w").write(f"{time.time()} {note}")
+    time.sleep(float(sys.argv[4]))
+open(sys.argv[3] + ".out", "w").write(str(time.time()))
+"""
+
+
+@pytest.fixture
+def shared_folder():
+    """A folder every user may read and write, with the holder and gpu_lock.py in it."""
+    folder = Path(tempfile.mkdtemp(prefix="gpu-lock-test-"))
+    folder.chmod(0o777)
+    (folder / "holder.py").write_text(_HOLDER)
+    shutil.copyfile(gpu_lock.__file__, folder / "gpu_lock.py")
+    for path in folder.iterdir():
+        path.chmod(0o644)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def gpu():
+    """A GPU's name no other test or grading uses; its lock files in the machine's folder go after."""
+    name = f"test-{secrets.token_hex(4)}"
+    yield name
+    for path in gpu_lock.DEFAULT_FOLDER.glob(f"gpu-{name}.*"):
+        path.unlink(missing_ok=True)
+
+
+def _detached(folder: Path, name: str, gpu: str, hold_s: float, user: list[str] = (), python: str = sys.executable) -> Path:
+    """Start a holder through a shell that exits at once, with no lock folder in its environment."""
+    said = folder / name
+    holder = [*user, python, str(folder / "holder.py"), str(folder / "gpu_lock.py"), gpu, str(said), str(hold_s)]
+    shell = f"({' '.join(map(shlex.quote, holder))} >{shlex.quote(str(said))}.log 2>&1 &)"
+    subprocess.run(["sh", "-c", shell], check=True, env={k: v for k, v in os.environ.items() if k != ENVIRONMENT})
+    return said
+
+
+def _wait_for(path: Path, seconds: float = 60.0) -> str:
+    deadline = time.monotonic() + seconds  # a hang guard: each step below takes under a second
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path.name} never came: {(path.parent / (path.name + '.log')).read_text()}")
+
+
+def _not_before(first: Path, second: Path) -> str:
+    """The second holder got the GPU only once the first had let go; what the second said."""
+    _wait_for(first)
+    released = float(_wait_for(Path(f"{first}.out")))
+    said = _wait_for(second)
+    assert float(said.split(" ")[0]) >= released, "a second grading timed while the first held the GPU"
+    return said
+
+
+def test_gradings_that_share_no_parent_share_the_machine_s_lock(shared_folder, gpu):
+    """Two `make grade`s in two terminals: processes with no parent in common, with no folder
+    named for them, still take turns on one GPU, through the machine's default folder."""
+    first = _detached(shared_folder, "first", gpu, 1.5)
+    _wait_for(first)
+    second = _detached(shared_folder, "second", gpu, 0.0)
+    _not_before(first, second)
+    found = os.lstat(gpu_lock.DEFAULT_FOLDER)
+    assert stat.S_IMODE(found.st_mode) == 0o1777, "other users could not make their locks in the folder"
+    assert stat.S_IMODE(os.stat(gpu_lock.DEFAULT_FOLDER / f"gpu-{gpu}.lock").st_mode) == 0o644
+
+
+def test_another_user_s_grading_waits_for_the_gpu_too(shared_folder, gpu):
+    """Two students on one node: a grading of another user waits for this user's timed phase."""
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), None)
+    if os.getuid() != 0 or not shutil.which("setpriv") or python is None:
+        pytest.skip("needs root, setpriv (util-linux) and a system python3 to start a process as another user")
+    first = _detached(shared_folder, "first", gpu, 1.5)
+    _wait_for(first)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    said = _not_before(first, _detached(shared_folder, "second", gpu, 0.0, nobody, python))
+    assert "this user's own" not in said, "the other user did not lock in the machine's folder"
+
+
+def test_a_folder_another_user_planted_is_passed_over_and_said(tmp_path, monkeypatch):
+    """A link (or a folder closed to others) where the machine's locks belong is not used: the
+    grading locks in a folder of its user's own, and says what that costs."""
+    planted = tmp_path / "planted"
+    planted.symlink_to(tmp_path)
+    monkeypatch.setattr(gpu_lock, "DEFAULT_FOLDER", planted)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(ENVIRONMENT, raising=False)
+    folder, note = gpu_lock.machine_folder()
+    assert folder == tmp_path / "home" / ".cache" / "kernel-grader" / "gpu-locks"
+    assert "other users' gradings are not kept out" in note
 
 
 @pytest.mark.parametrize("gpu_gib, caps, fit", [(79.2, [16.0], 4), (79.2, [16.0, 40.0], 1), (139.8, [40.0], 3),

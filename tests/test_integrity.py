@@ -19,7 +19,7 @@ import torch
 
 from conftest import SUBMISSIONS, grade, requires_gpu
 from grader.assignment import cases
-from grader.judging import integrity
+from grader.judging import integrity, steadiness
 from grader.judging import verdicts as judging
 from grader.child import timing
 from grader.child.snapshot import HarnessSnapshot
@@ -410,8 +410,11 @@ def test_work_on_a_side_stream_shows_as_hidden_time():
     medians = {"student_hidden_ms": statistics.median(measured.student.hidden_ms),
                "baseline_hidden_ms": statistics.median(measured.baseline.hidden_ms),
                "student_ms": statistics.median(measured.student.event_ms), "bytes": 3 * 4 * (1 << 24),
-               "copy_gbps": timing.copy_bandwidth(torch.device("cuda"))}  # fmt: skip
+               "copy_gbps": timing.copy_bandwidth(torch.device("cuda")),
+               "hidden_beyond_ms": steadiness.hidden_ms(measured.student.hidden_ms, measured.baseline.hidden_ms,
+                                                        measured.student.event_ms)}  # fmt: skip
     assert judging.tampering(medians) is not None
+    assert "hidden" in measured.retaken[0], "a round whose host time the events did not see was not taken again"
     assert medians["student_hidden_ms"] > 1.0, "the synchronized wall clock saw the side stream's work"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.running import landlock, sandbox
+from grader.running import isolation, landlock, sandbox
 from grader.running.exec_walls import Walls
 from grader.assignment.spec import REPO_ROOT
 
@@ -235,3 +235,20 @@ def test_without_the_sandbox_landlock_keeps_a_child_to_its_own_files(tmp_path):
     assert walled["make a memfd"] == "EPERM" and bare["make a memfd"] == "ok", "no cgroup to count it: refused"
     for kept in ("write its scratch folder", "read its own /proc", "read the CPU's description"):
         assert walled[kept] == "ok", (kept, walled)
+
+
+def test_a_compiling_child_yields_its_cores_and_cannot_take_them_back():
+    """A correctness child on the GPU tier compiles on every core it gets, beside other gradings'
+    timed phases: the launcher lowers its priority before the exec, and the child, which holds no
+    capability, cannot raise it again."""
+    probe = ("import os\nprint(os.nice(0))\ntry:\n    os.nice(-5)\n    print('raised')\n"
+             "except PermissionError:\n    print('refused')")  # fmt: skip
+    argv = [sys.executable, "-I", "-c", probe]
+    if sandbox.bwrap():
+        argv = sandbox.command(argv, sandbox.View([], Path("/"), 1 << 20), None)
+    ran = subprocess.run(Walls(niceness=isolation.COMPILER_NICENESS).command(argv), capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    said = ran.stdout.split()
+    assert said[0] == str(isolation.COMPILER_NICENESS), ran.stderr
+    if sandbox.bwrap() or os.getuid() != 0:  # root outside the sandbox keeps CAP_SYS_NICE
+        assert said[1] == "refused", "the child raised its priority again"

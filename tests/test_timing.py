@@ -7,11 +7,18 @@ CUDA events are replaced here by scripted times: what is tested is which samples
 
 from __future__ import annotations
 
+import statistics
+import time
+from pathlib import Path
+
+import pytest
 import torch
+
+from conftest import requires_gpu
 
 from grader.judging import steadiness
 from grader.child import timing
-from grader.judging.verdicts import speed_metrics
+from grader.judging.verdicts import speed_metrics, tampering
 from grader.messages.reports import Activity, BenchReport, Timings
 from grader.assignment.spec import Performance, Tolerance
 
@@ -22,20 +29,29 @@ STEADY = [0.0627 * (1 + 0.01 * (i % 3)) for i in range(REPS - 1)] + [0.0627 * 2.
 DISTURBED = [0.0627] * (REPS - 6) + [0.0627 * 26] * 6
 
 
-def _scripted(monkeypatch, rounds: list[list[float]]):
-    """Replace the GPU: each timed call returns the next scripted time (the student's always
-    0.1 ms), its output the right answer; returns the calls to settle()."""
+def _scripted(monkeypatch, rounds: list[list[float]], student_rounds: list[list[float]] | None = None,
+              hidden_rounds: list[float] | None = None, gate: object = None):  # fmt: skip
+    """Replace the GPU: each timed call returns the next scripted time (the student's 0.1 ms unless
+    `student_rounds` says otherwise; the student's host time beyond the events 0.01 ms unless
+    `hidden_rounds` gives one per round), its output the right answer; returns the calls to settle()."""
     reference = iter([ms for one_round in rounds for ms in one_round])
+    mine = iter([ms for one_round in student_rounds for ms in one_round]) if student_rounds else None
+    hidden = iter([ms for ms in hidden_rounds for _ in range(REPS)]) if hidden_rounds else None
     settled = []
 
-    def timed_call(call, fn, inputs, flush, harness):
+    def timed_call(call, fn, inputs, flush, harness, gate=None):
         out = call(fn, **inputs)
-        return (0.1 if fn is student else next(reference)), 0.01, out, 0
+        if fn is student:
+            return (next(mine) if mine else 0.1), (next(hidden) if hidden else 0.01), out, 0
+        return next(reference), 0.01, out, 0
 
     monkeypatch.setattr(timing, "_timed_call", timed_call)
     monkeypatch.setattr(timing, "_synchronize", lambda: None)
     monkeypatch.setattr(timing, "l2_flush_buffer", lambda device: torch.zeros(4))
     monkeypatch.setattr(timing, "settle", lambda flush: settled.append(flush))
+    monkeypatch.setattr(timing, "_gate", lambda: gate)
+    witnessed = type("Witnessed", (timing.marks.NoMarks,), {"recording": gate is not None})()
+    monkeypatch.setattr(timing.marks, "current", lambda: witnessed)
     return settled
 
 
@@ -103,3 +119,130 @@ def test_the_timed_call_check_compares_where_torch_is_finite_and_by_the_norm():
     ok, detail = timing.agrees(theirs + 1.01 * allowed, theirs, tolerance)
     assert not ok and detail.startswith("relative difference 0.00404 ")
     assert timing.agrees(theirs[:10], theirs, tolerance) == (False, "the output is not a tensor of the reference's shape")
+
+
+def _report(m: timing.Measured) -> BenchReport:
+    return BenchReport(m.student, m.baseline, Activity(), m.checks, disturbed_retakes=m.disturbed_retakes,
+                       retaken=m.retaken, gated=m.gated)  # fmt: skip
+
+
+def test_a_round_disturbed_for_the_student_alone_is_taken_again(monkeypatch):
+    """Issue 51's softmax: the student's samples spread from 0.011 to 0.947 ms while torch's were
+    steady, and their median graded. Such a round is taken again, and the steady one grades."""
+    spread = [0.011] * (REPS // 2) + [0.5] * (REPS // 2)
+    _scripted(monkeypatch, [STEADY, STEADY], student_rounds=[spread, [0.011] * REPS])
+    m = _measure()
+    assert m.retaken == ["student"] and m.disturbed_retakes == 0
+    assert m.student.event_ms == [0.011] * REPS, "the disturbed round's samples were kept"
+
+
+def test_a_student_whose_every_round_varies_is_graded_on_its_last_with_the_spread_shown(monkeypatch):
+    spread = [0.011] * (REPS // 2) + [0.5] * (REPS // 2)
+    _scripted(monkeypatch, [STEADY] * timing.ROUND_ATTEMPTS, student_rounds=[spread] * timing.ROUND_ATTEMPTS)
+    m = _measure()
+    assert m.retaken == ["student"] * (timing.ROUND_ATTEMPTS - 1)
+    metrics = speed_metrics(_report(m), {"bytes": 1, "flops": 1})
+    assert metrics["student_disturbed"] == REPS // 2 and metrics["student_spread_ms"] == [0.011, 0.5]
+
+
+def test_host_time_the_events_missed_asks_for_a_retake_and_takes_points_only_unwitnessed(monkeypatch):
+    """Four gradings on one H200 cost honest solutions points: the host waited 0.27-0.56 ms beyond
+    the events. A round that shows it is taken again; one that clears grades; where it held in
+    every round, it takes points only where no witness recorded the child."""
+    _scripted(monkeypatch, [STEADY, STEADY], hidden_rounds=[0.6, 0.01])
+    m = _measure()
+    assert m.retaken == ["hidden"]
+    assert tampering(speed_metrics(_report(m), {"bytes": 1, "flops": 1})) is None
+
+    _scripted(monkeypatch, [STEADY] * timing.ROUND_ATTEMPTS, hidden_rounds=[0.6] * timing.ROUND_ATTEMPTS)
+    m = _measure()
+    metrics = speed_metrics(_report(m), {"bytes": 1, "flops": 1})
+    assert "in each of 3 round(s)" in tampering(metrics)
+    assert tampering(metrics, witnessed=True) is None, "host time took points where the witness had the evidence"
+
+
+class _GivingUpGate:
+    """A gate whose call waited for the GPU on its first timed call (the student's `.item()`)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def gave_up(self) -> bool:
+        self.calls += 1
+        return self.calls == 1
+
+
+def test_a_gate_that_gave_up_times_the_round_again_without_one(monkeypatch):
+    _scripted(monkeypatch, [STEADY, STEADY], gate=_GivingUpGate())
+    m = _measure()
+    assert m.retaken == ["gate"] and m.gate is None and not m.gated
+    assert len(m.student.event_ms) == REPS
+
+
+def test_a_witnessed_child_times_behind_the_gate(monkeypatch):
+    class Steady:
+        def gave_up(self) -> bool:
+            return False
+
+    _scripted(monkeypatch, [STEADY], gate=Steady())
+    m = _measure()
+    assert m.gated and not m.retaken
+
+
+def test_the_gate_compiles_for_the_gpu_the_course_grades_on():
+    """The gate is Triton of the harness's own (a loop on a volatile load and the GPU's clock):
+    it compiles for the target here, without a GPU, and its launches are never logged as a
+    submission's (hooks.HARNESS_FILES)."""
+    import triton
+
+    from grader.child import gate, hooks
+    from grader.child.target import TARGET
+
+    source = triton.compiler.ASTSource(fn=gate._held, signature={"flag": "*i32", "timeout_ns": "i64"}, constexprs={})
+    ptx = triton.compile(source, target=TARGET.gpu_target(), options={"num_warps": 1}).asm["ptx"]
+    assert "ld.volatile.global" in ptx and "%globaltimer" in ptx
+    log = hooks.LaunchLog(Path(gate.__file__).parent)
+    with log:
+        log.record(gate._held)
+    assert log.entries() == []
+
+
+def _gated_measure(fn, monkeypatch, gated: bool) -> timing.Measured:
+    """The timing of `fn` against torch's sum on a GPU, behind the gate or a busy wait."""
+    witnessed = type("Witnessed", (timing.marks.NoMarks,), {"recording": gated})()
+    monkeypatch.setattr(timing.marks, "current", lambda: witnessed)
+    perf = Performance(repetitions=10, tiers=((100.0, 1.0),))
+
+    def make(seed: int) -> dict:
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+        return {name: torch.randn(1 << 22, device="cuda", generator=generator) for name in ("x", "y")}
+
+    return timing.measure(lambda f, **kw: f(**kw), fn, lambda x, y: x + y, make, perf, Tolerance(1e-5, 1e-9, 1e-6),
+                          "grader::harness:gate-test")  # fmt: skip
+
+
+@requires_gpu
+@pytest.mark.gpu
+def test_a_host_that_pauses_while_it_launches_costs_nothing_behind_the_gate(monkeypatch):
+    """The host away for 3 ms between the start event and the call's launch (another grading on its
+    core, a pause of Python's): behind a busy wait the events count it, behind the gate they do not."""
+    def paused(x, y):
+        time.sleep(0.003)
+        return x + y
+
+    behind_gate = statistics.median(_gated_measure(paused, monkeypatch, True).student.event_ms)
+    behind_spin = statistics.median(_gated_measure(paused, monkeypatch, False).student.event_ms)
+    assert behind_gate < 0.5 < 2.0 < behind_spin, (behind_gate, behind_spin)
+
+
+@requires_gpu
+@pytest.mark.gpu
+def test_a_call_that_waits_for_the_gpu_is_timed_without_the_gate(monkeypatch):
+    def waits(x, y):
+        out = x + y
+        float(out[0])  # the host waits for the GPU: behind a closed gate, until the gate gives up
+        return out
+
+    m = _gated_measure(waits, monkeypatch, True)
+    assert m.retaken == ["gate"] and not m.gated and m.gate is None
+    assert statistics.median(m.student.event_ms) < 5.0, "the gate's wait was counted"

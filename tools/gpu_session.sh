@@ -6,6 +6,11 @@
 #   grade-NAME         grade solutions/ for assignment NAME on the GPU, keeping results.json
 #   grade-all          grade solutions/ for every assignment at once (side by side), the same way
 #   "pytest ARGS..."   .venv/bin/python -m pytest -m gpu ARGS (one quoted word)
+#   "beside ARGS..."   the same pytest, with a grading of solutions/ gelu and softmax running beside it
+#   steady-alone-N[-K] tools/steady_grade.py alone --runs N (numbered from K): solutions/ graded N times
+#   steady-together    tools/steady_grade.py together: 3 rounds of 4 gradings of gelu + softmax at once,
+#                      half the cores spinning
+#   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
 # The sandbox needs bubblewrap: where the image lacks it, BWRAP_DEB=path/to/bubblewrap_*.deb (Debian's
 # package, fetched elsewhere with `apt-get download bubblewrap`) is unpacked and put on the PATH.
@@ -41,6 +46,17 @@ for step in "$@"; do
                --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30 ;;
     "pytest "*) eval "$PY -m pytest -m gpu -q -p no:cacheprovider ${step#pytest }" 2>&1 | tee "$OUT/pytest-$n.log" |
                   grep -E "passed|failed|FAILED|ERROR|Error|assert" | tail -n 40 ;;
+    "beside "*) mkdir -p steady-grade/beside
+                $PY -m grader grade --submission solutions --device cuda --assignment gelu --assignment softmax \
+                  --json steady-grade/beside/results.json --html steady-grade/beside/report.html > steady-grade/beside/grade.log 2>&1 &
+                eval "$PY -m pytest -m gpu -q -p no:cacheprovider ${step#beside }" 2>&1 | tee "$OUT/beside-$n.log" |
+                  grep -E "passed|failed|FAILED|ERROR|Error|assert" | tail -n 40
+                wait; tail -n 3 steady-grade/beside/grade.log ;;
+    steady-alone-*) runs=${step#steady-alone-}; first=1; [[ $runs == *-* ]] && { first=${runs#*-}; runs=${runs%-*}; }
+                $PY tools/steady_grade.py alone --runs "$runs" --first "$first" 2>&1 | tee -a "$OUT/steady.log" ;;
+    steady-together) $PY tools/steady_grade.py together --rounds 3 --gradings 4 --assignment gelu --assignment softmax \
+                       --busy 0.5 2>&1 | tee -a "$OUT/steady.log" ;;
+    steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
   esac
 done

@@ -30,6 +30,9 @@ from grader.child import loads
 from grader.messages.reports import KernelLoads, LaunchCount
 
 _LOGS: list[LaunchLog] = []  # the calls being monitored, innermost last
+# The harness's own kernels, launched between a benchmark's timed calls (the gate in front of each
+# timed stretch): never the student's launches, and no kernel of a submission is defined there.
+HARNESS_FILES = frozenset({str(Path(__file__).with_name("gate.py").resolve())})
 _RUNS = threading.local()  # .open: the runs under way on this thread, innermost last
 
 
@@ -65,6 +68,8 @@ class LaunchLog:
         fn = getattr(kernel_fn, "fn", kernel_fn)
         code = getattr(fn, "__code__", None)
         file = code.co_filename if code else "<unknown>"
+        if code and str(Path(file).resolve()) in HARNESS_FILES:
+            return
         own = bool(code) and Path(file).resolve().is_relative_to(self.own_root)
         name = getattr(fn, "__name__", repr(fn))
         for log in _LOGS:

@@ -10,14 +10,16 @@ Each step is on its own line below, with the reason for it:
   buffer leaves the L2 full of dirty lines, and their write-back to HBM would be charged to
   the next timed call (up to an L2's worth of extra traffic, 23% more at 256 MB of traffic);
 - interleave student and reference (A B B A ...), so clock and thermal drift hit both alike;
-- time each call with CUDA events on the current stream, with the GPU kept busy while the host
-  launches it (so launch overhead is not counted), and also with a synchronized host clock:
-  work hidden on another stream shows as host time that the events did not see;
+- time each call with CUDA events on the current stream, the stretch between them held behind a
+  gate until the host has launched all of it (gate.py), so that neither launch overhead nor a
+  host that lost its core is counted; where no witness records the process, a busy wait of the
+  GPU in front of the stretch instead (the gate would let a side stream work unseen); and time
+  it with a synchronized host clock too: work hidden on another stream shows as host time that
+  the events did not see;
 - bring the GPU up to speed before the first benchmark of a process (an idle GPU's clocks take
-  time to rise), and take a round again where torch's own timings in it say the GPU was disturbed
-  (steadiness.py: more than a tenth of them at twice their fastest or slower), at most twice:
-  the reference's kernels run in steady times, so their spread tells a disturbed GPU from a
-  student's slow kernel;
+  time to rise), and take a round again, at most twice, where its samples cannot grade
+  (steadiness.py): torch's own timings disturbed (something else used the GPU), the student's
+  disturbed while torch's were not, or host time the events did not see;
 - read a call's output only after a device-wide synchronize, so work left running on another
   stream is finished (or shows as hidden time) before anything is checked;
 - check EVERY timed call's output against the reference's output on the same inputs (a loose,
@@ -46,13 +48,14 @@ import torch
 from torch.autograd.profiler import record_function
 
 from grader.child import marks
+from grader.child.gate import Gate
 from grader.messages.reports import CallCheck, Timings
-from grader.judging.steadiness import disturbed
+from grader.judging import steadiness
 from grader.assignment.spec import Performance, Tolerance
 
-SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than any launch overhead
+SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than most launches (where no gate holds)
 SETTLE_S = 0.25  # of busy GPU before a process's first benchmark: an idle GPU's clocks rise meanwhile
-ROUND_ATTEMPTS = 3  # a round whose reference timings say the GPU was disturbed is taken again, twice at most
+ROUND_ATTEMPTS = 3  # a round whose samples cannot grade (steadiness.py) is taken again, twice at most
 CHECK_SLACK = 4.0  # the timed-call check compares two roundings of the answer: each may use the tolerance
 
 # The harness's own references, taken at import, before any student code runs.
@@ -76,6 +79,9 @@ class Measured:
     seen: int = 0  # timed student calls so far (the reservoir's count)
     remeasured: bool = False
     disturbed_retakes: int = 0  # rounds taken again: torch's own timings in them were disturbed
+    retaken: list[str] = field(default_factory=list)  # why each round was taken again (steadiness.retake_reasons)
+    gate: Gate | None = None  # the stretch's gate, where one holds it (None: a busy wait in front of it)
+    gated: bool = False  # the kept samples were timed behind the gate
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -99,7 +105,10 @@ def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, repeats: int = 1
     return 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9
 
 
-def _timed_call(call: Callable, fn: Callable, inputs: dict, flush: torch.Tensor, harness: str):
+def _timed_call(call: Callable, fn: Callable, inputs: dict, flush: torch.Tensor, harness: str,
+                gate: Gate | None = None):  # fmt: skip
+    """One timed call: its events' time, the host time they did not see, its output, its window.
+    `gate.gave_up()` says afterwards whether the call waited for the GPU while the gate held it."""
     _synchronize()  # a clean start: nothing of the previous call is still running
     # The events go on the stream that is current now, named explicitly: a call that switches
     # the current stream cannot move its own end event.
@@ -109,16 +118,24 @@ def _timed_call(call: Callable, fn: Callable, inputs: dict, flush: torch.Tensor,
     _record(begin, stream)
     with record_function(harness):
         flush.sum()  # evict the L2 by reading: the next call reads its inputs from HBM
-        # Keep the GPU busy while the host launches the call, so the events time the kernels and
-        # not the host's launch overhead (tens of microseconds for a Python-side Triton launch).
-        _spin(SPIN_CYCLES)
+        if gate is not None:
+            gate.hold()  # the stretch waits until the host has launched all of it (gate.py)
+        else:
+            # Keep the GPU busy while the host launches the call, so the events time the kernels and
+            # not the host's launch overhead (tens of microseconds for a Python-side Triton launch).
+            _spin(SPIN_CYCLES)
     _record(start, stream)
-    out = call(fn, **inputs)  # marked for the witness, where one records the process (marks.py)
-    _record(end, stream)
+    try:
+        out = call(fn, **inputs)  # marked for the witness, where one records the process (marks.py)
+        _record(end, stream)
+    finally:
+        if gate is not None:
+            gate.open()  # after the end event's launch; and a call that raised leaves no stream held
     window = marks.current().last
     _synchronize()  # device-wide: everything the call launched, on any stream, is done
     wall_ms = (_perf_counter() - wall_start) * 1e3
-    # Host time the timed stream cannot account for: work hidden on another stream shows here.
+    # Host time the timed stream cannot account for: work hidden on another stream shows here. The
+    # wait at the gate is in both clocks (the GPU waits for the host's launches), so it cancels.
     return _elapsed_ms(start, end), wall_ms - _elapsed_ms(begin, end), out, window
 
 
@@ -167,7 +184,9 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
         for who, fn in order if rep % 2 == 0 else reversed(order):
             with record_function(harness) if who == "baseline" else nullcontext():
                 event_ms, hidden_ms, outs[who], window = _timed_call(call if who == "student" else _plain, fn, inputs,
-                                                                     flush, harness)  # fmt: skip
+                                                                     flush, harness, m.gate)  # fmt: skip
+            if m.gate is not None and m.gate.gave_up():
+                m.gate = None  # the call waited for the GPU: the gate cannot time it (gate.py)
             timings = getattr(m, who)
             timings.event_ms.append(event_ms)
             timings.hidden_ms.append(hidden_ms)
@@ -182,16 +201,22 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
 
 
 def _steady_round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, flush, harness) -> None:
-    """One round of `perf.repetitions`, taken again (up to ROUND_ATTEMPTS in all) while torch's own
-    timings in it say the GPU was disturbed."""
+    """One round of `perf.repetitions`, taken again (up to ROUND_ATTEMPTS in all) while its samples
+    cannot grade (steadiness.retake_reasons), or a gate gave up during it (the rest is timed
+    without one, and a round is timed one way throughout)."""
     for attempt in range(ROUND_ATTEMPTS):
-        kept = len(m.baseline.event_ms)
+        kept, gated = len(m.baseline.event_ms), m.gate is not None
         _round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness, perf.repetitions)
-        if not disturbed(m.baseline.event_ms[kept:]) or attempt == ROUND_ATTEMPTS - 1:
+        reasons = steadiness.retake_reasons(m.student.event_ms[kept:], m.baseline.event_ms[kept:],
+                                            m.student.hidden_ms[kept:], m.baseline.hidden_ms[kept:])  # fmt: skip
+        reasons += ["gate"] if gated and m.gate is None else []
+        m.gated = m.gate is not None
+        if not reasons or attempt == ROUND_ATTEMPTS - 1:
             return
         for timings in (m.student, m.baseline):
             del timings.event_ms[kept:], timings.hidden_ms[kept:], timings.windows[kept:]
-        m.disturbed_retakes += 1
+        m.disturbed_retakes += "reference" in reasons
+        m.retaken.append("+".join(reasons))
         with record_function(harness):
             settle(flush)
 
@@ -205,6 +230,15 @@ def settle(flush: torch.Tensor) -> None:
             flush.sum()
             _spin(SPIN_CYCLES // 10)
         _synchronize()
+
+
+_gates: list[Gate] = []  # this process's one gate, made at its first benchmark
+
+
+def _gate() -> Gate:
+    if not _gates:
+        _gates.append(Gate())
+    return _gates[0]
 
 
 def _plain(fn: Callable, **inputs):
@@ -235,7 +269,7 @@ def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: 
     with record_function(harness):
         del warm
         flush = l2_flush_buffer(device)
-    m = Measured()
+        m = Measured(gate=_gate() if marks.current().recording else None)
     _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness)
     ratio = statistics.median(m.baseline.event_ms) / statistics.median(m.student.event_ms)
     if perf.is_borderline(ratio):

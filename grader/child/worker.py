@@ -289,7 +289,8 @@ class Worker:
             measured = timing.measure(call, entry, baseline, make_inputs, part.performance,
                                       part.tolerance_for(case.dtype), session.harness)  # fmt: skip
         report = BenchReport(measured.student, measured.baseline, session.activity(), measured.checks,
-                             measured.remeasured, measured.disturbed_retakes, kept_seed=measured.kept_seed,
+                             measured.remeasured, measured.disturbed_retakes, measured.retaken, measured.gated,
+                             kept_seed=measured.kept_seed,
                              copy_gbps=self.copy_gbps,
                              device_name=torch.cuda.get_device_name())  # fmt: skip
         kept = measured.kept

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +32,7 @@ from grader.course import overrides
 from grader.course.config import Course, CourseError, load_course, read_course_salt
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, describe, resolve_device
-from grader.running.gpu_lock import ENVIRONMENT, GpuLock
+from grader.running.gpu_lock import GpuLock
 from grader.course.gradebook import Entry, Gradebook, Key
 from grader.grading import Settings, grade_assignment
 from grader.running.overlap import CONTEXT_GIB, gradings_per_gpu, smallest_gpu_gib
@@ -89,7 +87,7 @@ def grade_task(assignment: Assignment, folder: str, device: str, salt: str, stud
     """One (student, assignment), run on a worker: the grading core, unchanged. What it compiles
     stays in the worker's cache for the student's files (compile_cache.py): a `--regrade` finds it."""
     started = time.monotonic()
-    settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.from_environment() if device == "cuda" else None,
+    settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None,
                         cache=CACHE_ROOT, owner=student, sandbox=sandboxed)  # fmt: skip
     tests, phases = grade_assignment(assignment, Path(folder), settings)
     environment = describe(device, salted=bool(salt), sandboxed=sandboxed, witness=settings.witness)
@@ -102,14 +100,14 @@ def visible_gpus() -> list[str]:
     return visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
 
 
-def worker_specs(device: str, workers: int | None, locks: Path | None = None) -> dict:
+def worker_specs(device: str, workers: int | None) -> dict:
     """One Nanny (a worker process) per GPU, each seeing only its own; or `workers` CPU workers.
-    More workers than GPUs share them round-robin, each GPU's workers through its lock in `locks`
-    (gpu_lock.py): their correctness runs overlap, their timings take turns."""
+    More workers than GPUs share them round-robin, each GPU's workers (and every other grading on
+    the machine) through its lock (gpu_lock.py): their correctness runs overlap, their timings
+    take turns."""
     if device == "cuda":
         gpus = visible_gpus()
-        shared = {ENVIRONMENT: str(locks)} if locks and (workers or 0) > len(gpus) else {}
-        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)], **shared} for i in range(workers or len(gpus))]
+        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} for i in range(workers or len(gpus))]
     else:
         envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers or CPU_WORKERS)]
     options = {"nthreads": 1, "host": "127.0.0.1", "silence_logs": logging.ERROR}
@@ -123,7 +121,6 @@ class Engine:
         self.options = options
         self.cluster: SpecCluster | None = None
         self.client: Client | None = None
-        self.locks: Path | None = None  # the folder of the GPUs' locks, where workers share GPUs
         self.workers = options.workers
         self.notice = ""  # why there are fewer workers than asked for
         if options.scheduler:
@@ -169,9 +166,7 @@ class Engine:
     def start(self) -> Client:
         if self.client is None:
             local = {"host": "127.0.0.1", "dashboard": False, "dashboard_address": None}
-            # The GPUs' locks live on this host, beside the workers that share them.
-            self.locks = Path(tempfile.mkdtemp(prefix="grader-gpu-locks-")) if self.shares_gpus else None
-            specs = worker_specs(self.device, self.workers, self.locks)
+            specs = worker_specs(self.device, self.workers)
             self.cluster = SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": local},
                                        silence_logs=logging.ERROR)  # fmt: skip
             self.client = Client(self.cluster)
@@ -196,8 +191,6 @@ class Engine:
         for part in (self.client, self.cluster):
             if part is not None:
                 part.close()
-        if self.locks:
-            shutil.rmtree(self.locks, ignore_errors=True)
 
 
 def refused_tests(assignment: Assignment, problem: str, device: str) -> list[TestResult]:

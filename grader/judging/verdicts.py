@@ -22,11 +22,6 @@ from grader.assignment.spec import Assignment, Case, Part
 from grader.witness import judge as witness_judge
 
 FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering
-HIDDEN_MS = 0.25  # host-visible time the events did not see, beyond the reference's own
-# ... or this share of the event time, if more. An honest call's host-only time is a constant
-# (recording events, waking from the synchronize), the reference's own: it does not grow with
-# the kernel, so a share above this means work the events never saw.
-HIDDEN_SHARE = 0.5
 COMPUTE_BOUND_INTENSITY = 10.0  # FLOPs per byte
 # Slack on a peak-memory limit: torch's allocator hands out blocks of 512 bytes at least, so a
 # call with a few small buffers (a row statistic of a 1 x 1 x 1 x 64 attention) must not fail by
@@ -249,6 +244,11 @@ def speed_metrics(report: BenchReport, traffic: dict) -> dict:
         "samples": len(student.event_ms),
         "remeasured": report.remeasured,
         "disturbed_retakes": report.disturbed_retakes,
+        "retaken": list(report.retaken),
+        "gated": report.gated,
+        # The parent's own reading of the samples it was sent (steadiness.py).
+        "student_disturbed": steadiness.disturbed_count(student.event_ms),
+        "hidden_beyond_ms": steadiness.hidden_ms(student.hidden_ms, baseline.hidden_ms, student.event_ms),
         # The parent's own reading of every reference timing it was sent (steadiness.py).
         "reference_disturbed": steadiness.disturbed_count(baseline.event_ms),
         "bytes": nbytes,
@@ -266,16 +266,31 @@ def speed_metrics(report: BenchReport, traffic: dict) -> dict:
     }
 
 
-def tampering(metrics: dict) -> str | None:
+def tampering(metrics: dict, witnessed: bool = False) -> str | None:
+    """Timing that physics or the host's clock says was tampered with. Host time beyond the events
+    takes points only where no witness recorded the child (the witness's record of every kernel
+    is the evidence there: witness/judge.py) and after the child took the round again for it: a
+    host that lost its core, or another process on the GPU, shows there too."""
     floor_ms = metrics["bytes"] / (metrics["copy_gbps"] * 1e9) * 1e3 if metrics.get("copy_gbps") else 0.0
     if metrics["student_ms"] < FLOOR_FRACTION * floor_ms:
         return (f"{metrics['student_ms']:.4f} ms is under half the time that moving {metrics['bytes']} bytes takes at "
                 f"the device's measured copy bandwidth ({floor_ms:.4f} ms): the events did not time the real work")
-    hidden = metrics["student_hidden_ms"] - metrics["baseline_hidden_ms"]
-    if hidden > max(HIDDEN_MS, HIDDEN_SHARE * metrics["student_ms"]):
-        return (f"the host waited {hidden:.3f} ms per call beyond what the CUDA events saw: work ran outside the "
-                "timed stream (a side stream, or work left lazy)")
-    return None  # fmt: skip
+    hidden = metrics.get("hidden_beyond_ms")
+    if hidden is not None and not witnessed:
+        rounds = 1 + sum("hidden" in why for why in metrics.get("retaken", []))
+        return (f"the host waited {hidden:.3f} ms per call beyond what the CUDA events saw, in each of {rounds} "
+                "round(s) timed with the GPU to this grading alone: work ran outside the timed stream (a side "
+                "stream, or work left lazy)")  # fmt: skip
+    return None
+
+
+def witness_times(witness: witness_judge.TaskWitness, report: BenchReport) -> dict:
+    """The medians of the witness's own times of the timed calls, beside the events' (shown, not
+    graded: the events time, the witness checks their ratio)."""
+    seen = witness_judge.timed_windows(witness, report)
+    if isinstance(seen, str):
+        return {}
+    return {"witness_student_ms": _median(seen["student"][1]), "witness_baseline_ms": _median(seen["baseline"][1])}
 
 
 def timed_calls(part: Part, report: BenchReport) -> Verdict | None:
@@ -316,7 +331,9 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
     if not checked.ok:
         return Verdict(checked.reason, f"the output of a timed call was wrong: {checked.message}", checked.metrics)
     metrics = speed_metrics(report, cases.traffic(assignment, part, inputs))
-    cheat = tampering(metrics)
+    if result.witness is not None:
+        metrics.update(witness_times(result.witness, report))
+    cheat = tampering(metrics, witnessed=result.witness is not None)
     if cheat:
         return Verdict("tampering", cheat, metrics)
     metrics["credit"] = part.performance.credit_for(metrics["ratio"])
@@ -330,6 +347,12 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
         text += f"{metrics['gbps']:.0f} GB/s"
         if metrics["roofline_share"]:
             text += f", {metrics['roofline_share']:.0%} of the measured copy bandwidth"
+    if metrics["student_disturbed"] and not steadiness.disturbed(report.baseline.event_ms):
+        text += (f"; your timings spread from {metrics['student_spread_ms'][0]:.4f} to "
+                 f"{metrics['student_spread_ms'][1]:.4f} ms ({metrics['student_disturbed']} of {metrics['samples']} at "
+                 f"{steadiness.DISTURBED_FACTOR:g}x your fastest or slower, torch's from "
+                 f"{metrics['baseline_spread_ms'][0]:.4f} to {metrics['baseline_spread_ms'][1]:.4f} ms) after "
+                 f"{len(metrics['retaken'])} retake(s): the median is graded")  # fmt: skip
     if steadiness.disturbed(report.baseline.event_ms):
         text += (f"; torch's own timings were disturbed ({metrics['reference_disturbed']} of {metrics['samples']} "
                  f"at {steadiness.DISTURBED_FACTOR:g}x their fastest or slower, after "

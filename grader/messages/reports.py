@@ -206,6 +206,8 @@ class BenchReport:
     checks: list[CallCheck] = field(default_factory=list)
     remeasured: bool = False
     disturbed_retakes: int = 0  # rounds taken again because torch's own timings said the GPU was disturbed
+    retaken: list[str] = field(default_factory=list)  # why each round was taken again (steadiness.retake_reasons)
+    gated: bool = False  # the kept samples were timed behind the gate (child/gate.py), not a busy wait
     kept: Observation | None = None  # one timed call's output, chosen after the fact
     kept_seed: int = 0  # the seed of that call's inputs
     copy_gbps: float = 0.0

@@ -49,6 +49,7 @@ def describe(device: str, salted: bool = False, sandboxed: bool = True, witness:
     }
     if device == "cuda":
         info["witness"] = witness_line(witness)
+        info["gpu_lock"] = gpu_lock_line()
         props = torch.cuda.get_device_properties(0)
         info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
                     l2_cache_mib=round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
@@ -56,12 +57,20 @@ def describe(device: str, salted: bool = False, sandboxed: bool = True, witness:
     return info
 
 
+def gpu_lock_line() -> str:
+    """Where the GPU's lock lives, which keeps every other grading of the machine out of a timed phase."""
+    from grader.running.gpu_lock import machine_folder
+
+    folder, note = machine_folder()
+    return note or f"{folder}: shared by every grading on this machine, a timed phase has the GPU alone"
+
+
 def witness_line(enabled: bool) -> str:
     """What the grader's witness (grader/witness) records of each GPU child, in words."""
     from grader.witness import build
 
     if not enabled:
-        return "off (GRADER_WITNESS=1 turns it on): the GPU's kernels are known from the child's own profiler"
+        return "off (GRADER_WITNESS=0): the GPU's kernels are known from the child's own profiler"
     found = build.library()
     if isinstance(found, build.Missing):
         return f"none ({found.why}): the GPU's kernels are known from the child's own profiler only"

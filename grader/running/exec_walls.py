@@ -3,7 +3,9 @@ of the child (or of bubblewrap), as `python -I -S exec_walls.py SPEC -- COMMAND.
 
 In order, each step one the next cannot undo:
 1. join the child's memory cgroup (memory_cgroup.py), so every process the child or the sandbox
-   starts is counted in it;
+   starts is counted in it; and, for a child that compiles beside other gradings' timed phases
+   (a correctness child on the GPU tier), lower its priority (`niceness`), which neither it nor
+   any process it starts can raise again;
 2. without the sandbox only: Landlock (landlock.py) confines what the child reads, writes and
    reaches; the child's own /proc folder stays open to it through a descriptor it inherits, and
    no other process's;
@@ -35,15 +37,16 @@ class Walls:
     own start imports no more than it needs.)"""
 
     def __init__(self, cgroup_procs: str | None = None, readable: list[str] | None = None,
-                 writable: list[str] | None = None, seccomp_fd: int | None = None):  # fmt: skip
+                 writable: list[str] | None = None, seccomp_fd: int | None = None, niceness: int = 0):  # fmt: skip
         self.cgroup_procs = cgroup_procs  # the memory group's cgroup.procs file
+        self.niceness = niceness  # added to the child's nice value (0: left as it is)
         self.readable = readable or []  # Landlock, where not empty
         self.writable = writable or []
         self.seccomp_fd = seccomp_fd  # a BPF program to load here (no sandbox to load it)
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv`, launched through this file; unchanged where there is nothing to do."""
-        if not (self.cgroup_procs or self.readable or self.seccomp_fd is not None):
+        if not (self.cgroup_procs or self.readable or self.seccomp_fd is not None or self.niceness):
             return argv
         return [sys.executable, "-I", "-S", os.path.realpath(__file__), json.dumps(vars(self)), "--", *argv]
 
@@ -82,6 +85,8 @@ def main(spec: str, argv: list[str]) -> None:
     try:
         if walls.cgroup_procs:
             _join(walls.cgroup_procs)
+        if walls.niceness:
+            os.nice(walls.niceness)
         if walls.readable:
             sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
             from grader.running import landlock

@@ -20,10 +20,18 @@ ending its child early would change what its student's code finds in its process
 holds that bring a student to the queue (judging the cases, a child's start of CUDA) do not
 wait at the turnstile (`beside`), though never during a timed phase.
 
-The lock is three files locked with flock(2) in a folder every worker of the host sees: workers on
-one machine (a local cluster, or several Dask workers per node of a Slurm cluster, all pointed at
-the same folder with GRADER_GPU_LOCKS) agree through the kernel, and a worker that dies releases
-what it held. The GPU is named by CUDA_VISIBLE_DEVICES, as each worker sees it.
+The lock is three files locked with flock(2) in one folder per machine, which every grading on
+it uses whoever started it: `make grade` in two terminals, two students on one node, a batch
+beside a student (on an H200, four gradings that each held a lock of their own cost honest
+solutions points: another's kernels ran inside their timed calls). By default the folder is
+DEFAULT_FOLDER, made sticky and writable by every user like /tmp itself, its files readable by
+all (flock needs no more than a descriptor open for reading); GRADER_GPU_LOCKS names another (a
+cluster's workers of one node, say). A folder another user made unusable is passed over for one
+of this user's own, and every report says that other users' gradings are not kept out then. The
+kernel makes the processes agree, and a grading that dies releases what it held. The GPU is
+named by its UUID, so that two processes that number it differently (CUDA_VISIBLE_DEVICES)
+still share its lock. A user who holds the lock forever keeps every other grading off the GPU:
+only detected (the hold log names who waits), not prevented.
 
 An autotuner times its candidates too: a correctness child's picks are timed beside other
 students' work, so a timing child does not reuse them. It tunes in its warm-up calls, with the GPU
@@ -39,12 +47,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
+import tempfile
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-ENVIRONMENT = "GRADER_GPU_LOCKS"  # the folder of the locks, in a worker's environment (never a child's)
+ENVIRONMENT = "GRADER_GPU_LOCKS"  # the folder of the locks, where not the default (never in a child's environment)
+DEFAULT_FOLDER = Path(tempfile.gettempdir()) / "kernel-grader-gpu-locks"
 # Where a worker appends one line per hold, to see where a shared GPU's time went (optional):
 # "exclusive|shared <asked> <got> <released>" in seconds since the epoch, the process id, and the hold's label.
 LOG_ENVIRONMENT = "GRADER_GPU_LOCK_LOG"
@@ -58,12 +69,9 @@ class GpuLock:
         self.queue = folder / f"gpu-{name}.queue"  # held shared by every timed phase that waits
 
     @classmethod
-    def from_environment(cls) -> GpuLock | None:
-        """The lock of this worker's GPU, where the worker was told to share it."""
-        folder = os.environ.get(ENVIRONMENT)
-        if not folder:
-            return None
-        return cls(Path(folder), os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0])
+    def for_this_gpu(cls) -> GpuLock:
+        """The lock of the GPU this process sees first, in the machine's folder (`machine_folder`)."""
+        return cls(machine_folder()[0], gpu_identity())
 
     @contextmanager
     def shared(self, label: str = "", defer: bool = True) -> Iterator[float]:
@@ -118,9 +126,9 @@ class GpuLock:
         hold = Timed(os.environ.get(LOG_ENVIRONMENT), label)
         try:
             with _locked(self.queue, fcntl.LOCK_SH):  # in the queue until it has the GPU
-                hold.turnstile = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
+                hold.turnstile = _open(self.turnstile)
                 fcntl.flock(hold.turnstile, fcntl.LOCK_EX)
-                hold.gpu = os.open(self.gpu, os.O_RDWR | os.O_CREAT, 0o600)
+                hold.gpu = _open(self.gpu)
                 fcntl.flock(hold.gpu, fcntl.LOCK_EX)
             hold.waited, hold.since = time.monotonic() - started, (asked, time.time())
             yield hold
@@ -134,7 +142,7 @@ class GpuLock:
     def timing_waits(self) -> bool:
         """Whether a timed phase waits for the GPU (each holds the queue shared while it waits).
         Asked by a correctness phase about to take the GPU."""
-        fd = os.open(self.queue, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = _open(self.queue)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -192,9 +200,54 @@ def _write_line(log: str, how: str, asked: float, got: float, released: float, l
 
 @contextmanager
 def _locked(path: Path, how: int) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open(path)
     try:
         fcntl.flock(fd, how)
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _open(path: Path) -> int:
+    """A lock file, made readable by every user where this process makes it (flock needs only a
+    descriptor open for reading), never through a link another user planted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except PermissionError:  # another user's file in a folder this user may not write: read it as it is
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    if os.fstat(fd).st_uid == os.getuid():
+        os.fchmod(fd, 0o644)  # whatever this process's umask made of it
+    return fd
+
+
+def machine_folder() -> tuple[Path, str]:
+    """The folder of the GPU locks that every grading on this machine shares, and, where it could
+    not be that one, why (for the report: other users' gradings are then not kept out)."""
+    named = os.environ.get(ENVIRONMENT)
+    if named:
+        return Path(named), ""
+    folder = DEFAULT_FOLDER
+    try:
+        folder.mkdir(mode=0o1777, exist_ok=True)
+        found = os.lstat(folder)  # the folder itself: a link planted in its place is not followed
+        if not stat.S_ISDIR(found.st_mode):
+            raise PermissionError(f"{folder} is not a folder")
+        if found.st_uid == os.getuid() and stat.S_IMODE(found.st_mode) != 0o1777:
+            os.chmod(folder, 0o1777)  # the umask took the others' rights: every user's gradings lock here
+        elif found.st_uid not in (0, os.getuid()) and stat.S_IMODE(found.st_mode) & 0o1777 != 0o1777:
+            raise PermissionError(f"{folder} is another user's, closed to others")
+    except OSError as error:
+        own = Path.home() / ".cache" / "kernel-grader" / "gpu-locks"
+        own.mkdir(parents=True, exist_ok=True)
+        return own, f"the GPU lock is this user's own ({error}): other users' gradings are not kept out of timed phases"
+    return folder, ""
+
+
+def gpu_identity() -> str:
+    """The UUID of the first GPU this process sees (its number where torch cannot say)."""
+    import torch
+
+    try:
+        return str(torch.cuda.get_device_properties(0).uuid)
+    except (RuntimeError, AttributeError, AssertionError):
+        return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0] or "0"

@@ -106,6 +106,7 @@ def compiled_cache(workdir: Path) -> Path:
     return cache
 
 
+COMPILER_NICENESS = 10  # a correctness child's nice value on the GPU tier: a timed child (0) gets ~9x its share of a core
 _live_children: set[int] = set()  # every child process being graded by this process, on any thread
 
 
@@ -193,7 +194,10 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     memory = memory_cgroup.group_for(limits.host_memory_bytes)
     seccomp = sandbox.seccomp_filter(counted=memory is not None)
     compiled = compiled or compiled_cache(workdir)
-    walls = Walls(cgroup_procs=str(memory.procs) if memory else None)
+    # A GPU-tier child that does not time compiles (Triton, ptxas: every core it can get) beside other
+    # gradings' timed phases, whose host must not wait for a core: it yields them its cores.
+    niceness = COMPILER_NICENESS if job.device == "cuda" and not timed else 0
+    walls = Walls(cgroup_procs=str(memory.procs) if memory else None, niceness=niceness)
     witness = witness_build.library() if job.device == "cuda" and job.witness else None
     witness = witness if isinstance(witness, witness_build.Library) else None
     if view is not None:

@@ -80,11 +80,12 @@ def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: f
                        progress: Callable[[str], None] = _quiet) -> dict[str, tuple[list, object]]:  # fmt: skip
     """Each assignment's (tests, phases) from `grade_one(assignment, submission, settings)`
     (grading.grade_assignment), in up to `settings.parallel` processes at once that share this
-    process's GPU (its lock in a folder of their own, removed after)."""
+    process's GPU through `settings.gpu_lock` (the machine's: gpu_lock.py), or, where it has none,
+    a lock in a folder of their own, removed after."""
     from grader.running.gpu_lock import GpuLock
 
     folder = Path(tempfile.mkdtemp(prefix="grader-gpu-lock-"))
-    shared = dataclasses.replace(settings, progress=_quiet, gpu_lock=GpuLock(folder, "0"))
+    shared = dataclasses.replace(settings, progress=_quiet, gpu_lock=settings.gpu_lock or GpuLock(folder, "0"))
     pending = sorted(assignments, key=lambda a: -a.gpu_memory_gib)
     running: dict[Future, object] = {}
     graded: dict[str, tuple[list, object]] = {}

@@ -33,10 +33,10 @@ CBID = re.compile(r"CBID_(\w+)\s*=\s*(\d+)")
 
 
 def enabled() -> bool:
-    """Whether gradings load the witness by default: GRADER_WITNESS=1 in the grader's environment.
-    Off by default: on an H200 its GPU clock ran about twice as fast as CUDA's events (README.md,
-    security), so it judges what ran and in what order, and the events still time."""
-    return os.environ.get("GRADER_WITNESS", "") == "1"
+    """Whether gradings load the witness: on the GPU tier unless GRADER_WITNESS=0 in the grader's
+    environment. Its records are the evidence for every timing-related tampering verdict, and it
+    lets a timed stretch wait behind a gate without a side stream going unseen (child/gate.py)."""
+    return os.environ.get("GRADER_WITNESS", "1") != "0"
 
 
 @dataclass(frozen=True)

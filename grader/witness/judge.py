@@ -215,6 +215,19 @@ def case(part: Part, witness: TaskWitness, activity: Activity, own: set[str], ou
     return _broken(witness) or call_verdict(part, [w for w in witness.windows if w.role in mine], own, output_bytes)
 
 
+def timed_windows(witness: TaskWitness, report: BenchReport) -> dict[str, tuple[list[float], list[float]]] | str:
+    """Each role's timed calls as (the events' times, the witness's times), or why the windows the
+    report names are not the ones the witness saw."""
+    by_number = {w.number: w for w in witness.windows}
+    seen = {}
+    for timings, role in ((report.student, "student"), (report.baseline, "baseline")):
+        found = [by_number.get(n) for n in timings.windows]
+        if len(found) != len(timings.event_ms) or any(w is None or w.role != role for w in found):
+            return f"the {role}'s timed calls do not match the windows the grader's witness saw"
+        seen[role] = (timings.event_ms, [w.duration_ms for w in found])
+    return seen
+
+
 def bench(part: Part, witness: TaskWitness, report: BenchReport, own: set[str]) -> Verdict | None:
     """The witness's verdict on one benchmark: whose kernels its calls ran, whether any ran outside
     its timed stretch, and whether the child's events tell the ratio the witness saw. The events
@@ -224,13 +237,9 @@ def bench(part: Part, witness: TaskWitness, report: BenchReport, own: set[str]) 
     verdict = Verdict("tampering", mismatch) if mismatch else _broken(witness)
     if verdict:
         return verdict
-    by_number = {w.number: w for w in witness.windows}
-    seen = {}
-    for timings, role in ((report.student, "student"), (report.baseline, "baseline")):
-        found = [by_number.get(n) for n in timings.windows]
-        if len(found) != len(timings.event_ms) or any(w is None or w.role != role for w in found):
-            return Verdict("tampering", f"the {role}'s timed calls do not match the windows the grader's witness saw")
-        seen[role] = (timings.event_ms, [w.duration_ms for w in found])
+    seen = timed_windows(witness, report)
+    if isinstance(seen, str):
+        return Verdict("tampering", seen)
     lied = events_lied(seen["student"], seen["baseline"])
     if lied:
         return Verdict("tampering", lied)
