@@ -7,6 +7,7 @@ CUDA events are replaced here by scripted times: what is tested is which samples
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from pathlib import Path
@@ -246,3 +247,32 @@ def test_a_call_that_waits_for_the_gpu_is_timed_without_the_gate(monkeypatch):
     m = _gated_measure(waits, monkeypatch, True)
     assert m.retaken == ["gate"] and not m.gated and m.gate is None
     assert statistics.median(m.student.event_ms) < 5.0, "the gate's wait was counted"
+
+
+def test_every_call_of_torch_s_reference_is_marked_for_the_witness(monkeypatch):
+    """A backward's reference runs its kernels on autograd's own thread: unmarked, its warm-up
+    calls were work of a thread other than the harness's outside every call, and the witness
+    called every benchmark of the child tampered with (FlashAttention's, on an H200)."""
+    _scripted(monkeypatch, [STEADY])
+    opened = []
+
+    class Recorder(timing.marks.NoMarks):
+        @contextlib.contextmanager
+        def window(self, role: str = "student"):
+            opened.append(role)
+            yield len(opened)
+            opened.append(None)
+
+    recorder = Recorder()
+    monkeypatch.setattr(timing.marks, "current", lambda: recorder)
+    unmarked = []
+
+    def reference(x):
+        if not opened or opened[-1] != "baseline":
+            unmarked.append(x)
+        return x * 2
+
+    perf = Performance(repetitions=REPS, tiers=((100.0, 1.0),))
+    timing.measure(lambda fn, **kw: fn(**kw), student, reference, lambda seed: {"x": torch.ones(8)}, perf,
+                   Tolerance(1e-5, 1e-5, 1e-5), "harness")  # fmt: skip
+    assert not unmarked, f"{len(unmarked)} call(s) of the reference ran outside a window of the witness"
