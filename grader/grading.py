@@ -49,7 +49,7 @@ class Settings:
     owner: str = ""  # whose files these are (a student's name, or the folder): the cache's first key
     parallel: int = 1  # on a GPU, how many assignments may be graded at once (overlap.py)
     unguarded: bool = False  # tests only: children run without their guard (job.Job.unguarded)
-    # The grader's witness of the GPU (grader/witness/): opt-in while its timings are not the grade's.
+    # The grader's witness of the GPU (grader/witness/): on unless GRADER_WITNESS=0.
     witness: bool = dataclasses.field(default_factory=witness_build.enabled)
     # Which correctness tasks the child runs, in which order; None: every case of the tier, parts
     # in order, cases as assignment.toml lists them. A case keeps its index and seed whatever the
