@@ -20,7 +20,7 @@ from rich.console import Console
 
 from grader.running import stack
 from grader.judging import verdicts as judging
-from grader.reporting import glance, report, summary, terminal
+from grader.reporting import class_table, glance, report, summary, terminal
 from grader.course.gradebook import Entry, Key
 from grader.messages.reports import Activity, BenchReport, Timings
 from grader.judging.numerics import judge
@@ -321,7 +321,7 @@ def test_a_hostile_archive_name_is_text_in_the_class_page_and_table(tmp_path):
     assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
     assert not any(sequence in page for sequence in STUDENT_ONLY)
     out = io.StringIO()
-    summary.print_class_table({student: _hostile_grade()}, assignments, Console(file=out, force_terminal=True))
+    class_table.print_class_table({student: _hostile_grade()}, assignments, Console(file=out, force_terminal=True))
     assert "[/]mallory" in out.getvalue() and "\x1b[2J" not in out.getvalue()
 
 

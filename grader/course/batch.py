@@ -28,7 +28,7 @@ from rich.text import Text
 import grader
 from grader.running import sandbox
 from grader.course import intake, salt
-from grader.reporting import summary
+from grader.reporting import class_table, summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
 from grader.course.config import Course, CourseError, load_course, read_course_salt
@@ -374,7 +374,7 @@ def run(options: Options, console: Console) -> int:
             engine.close()
     problems = {s.student: s.flags for s in submissions if s.flags}
     grades = summary.write_outputs(options.out, students, problems, options.assignments, extras)
-    summary.print_class_table(grades, options.assignments, console)
+    class_table.print_class_table(grades, options.assignments, console)
     for note in extras.notes:
         console.print(Text.assemble(("note:", "yellow"), " ", plain(note)))
     if extras.review.pairs:
