@@ -378,8 +378,7 @@ def run(options: Options, console: Console) -> int:
     for note in extras.notes:
         console.print(Text.assemble(("note:", "yellow"), " ", plain(note)))
     if extras.review.pairs:
-        console.print(plain(f"similar pairs for review: {len(extras.review.pairs)} "
-                            f"({options.out / course_outputs.SIMILARITY_CSV})"))  # fmt: skip
+        console.print(plain(f"{course_outputs.similar_pairs(extras.review)} ({options.out / course_outputs.SIMILARITY_CSV})"))
     for fault in faults:
         # A fault names the student's folder, which the student named: text, never markup.
         console.print(Text.assemble(("grader fault (nothing recorded; a rerun retries it):", "red"), " ", plain(fault)))
