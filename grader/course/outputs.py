@@ -133,8 +133,8 @@ def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], ass
         writer = csv.writer(file)
         writer.writerow(SIMILARITY_HEADER)
         for pair in outputs.review.pairs:
-            writer.writerow([pair.assignment, csv_cell(pair.student_a), csv_cell(pair.student_b), f"{pair.similarity:.3f}",
-                             pair.language])
+            writer.writerow([pair.assignment, csv_cell(pair.student_a), csv_cell(pair.student_b),
+                             f"{pair.similarity:.3f}", pair.language])
     write_leaderboards(out / LEADERBOARDS, outputs.boards)
     roster = outputs.course.canvas_roster
     if roster is not None:

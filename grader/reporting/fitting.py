@@ -65,7 +65,8 @@ def widths(rows: list[list[Text | str]], width: int, keep: frozenset[int] = froz
     return best[1] if best else None
 
 
-def fitted(columns: list[Column], rows: list[list[Text | str]], width: int, title: Text | str | None = None) -> Table | None:
+def fitted(columns: list[Column], rows: list[list[Text | str]], width: int,
+           title: Text | str | None = None) -> Table | None:  # fmt: skip
     """The table at `width`, every word whole; None where it cannot fit."""
     keep = frozenset(i for i, column in enumerate(columns) if column.keep)
     found = widths([[c.header for c in columns], *rows], width, keep)

@@ -16,8 +16,9 @@ from grader.reporting.fitting import Column
 from grader.reporting.terminal import plain
 
 TITLE = "Nsight Compute, one call of each timed case (advice, not graded)"
-COLUMNS = [Column("case"), Column("kernel"), Column("time", numbers=True), Column("compute", numbers=True, optional=True),
-           Column("memory", numbers=True, optional=True), Column("busiest"), Column("reading")]  # fmt: skip
+COLUMNS = [Column("case"), Column("kernel"), Column("time", numbers=True),
+           Column("compute", numbers=True, optional=True), Column("memory", numbers=True, optional=True),
+           Column("busiest"), Column("reading")]  # fmt: skip
 
 
 def _percent(value: float | None) -> str:

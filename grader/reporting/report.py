@@ -92,13 +92,31 @@ class Section:
         return [t for t in self.tests if t.part not in stubs]
 
     @property
+    def failed(self) -> list[TestResult]:
+        return [t for t in self.worked if t.graded and not t.passed]
+
+    @property
     def opened(self) -> list[TestResult]:
-        failed = [t for t in self.worked if t.graded and not t.passed]
-        return failed + [t for t in self.worked if t.kind == "performance" and t.passed]
+        """The first failed case of each kind (part, reason, likely cause), then the timed cases."""
+        first = {}
+        for test in self.failed:
+            first.setdefault((test.part, test.reason, test.metrics.get("diagnosis")), test)
+        return list(first.values()) + [t for t in self.worked if t.kind == "performance" and t.passed]
+
+    @property
+    def alike(self) -> list[TestResult]:
+        """The other failed cases, each like one opened: folded under it."""
+        return [t for t in self.failed if t not in self.opened]
 
     @property
     def folded(self) -> list[TestResult]:
-        return [t for t in self.worked if t not in self.opened]
+        return [t for t in self.worked if t not in self.opened and t not in self.alike]
+
+    def folded_summary(self) -> str:
+        """What the fold holds: "4 passed, 1 loaded, 8 not graded here" (a file that loaded is no case)."""
+        counts = (("passed", lambda t: t.passed and t.kind != "build"),
+                  ("loaded", lambda t: t.passed and t.kind == "build"), ("not graded here", lambda t: not t.graded))
+        return ", ".join(f"{n} {word}" for word, test in counts if (n := sum(map(test, self.folded))))
 
 
 def sections(grade: Grade, lines: list[glance.PartLine]) -> list[Section]:
@@ -116,10 +134,11 @@ def render_html(grade: Grade, profile=None) -> str:
     axis = LogAxis.around([speed for _, speed in speeds])
     stubs = [line for line in lines if line.untouched]
     template = templates().get_template("report.html.j2")
-    return template.render(grade=grade, sections=sections(grade, lines), hints=HINTS, summary=summary_line(grade),
-                           warning=stack.warning(grade.environment), lines=lines, speeds=speeds, axis=axis,
-                           points_of=glance.points_of, compiled_kernels=compiled_kernels.for_report(grade.tests),
-                           profile=profile, begin=terminal.where_to_begin(grade, stubs) if stubs else "",
+    return template.render(grade=grade, submission=terminal.submission_shown(grade), sections=sections(grade, lines),
+                           hints=HINTS, summary=summary_line(grade), warning=stack.warning(grade.environment),
+                           lines=lines, speeds=speeds, axis=axis, points_of=glance.points_of,
+                           compiled_kernels=compiled_kernels.for_report(grade.tests), profile=profile,
+                           begin=terminal.where_to_begin(grade, stubs) if stubs else "",
                            stub_hint=reasons.hint(stubs[0].failed[0].reason) if stubs else "")  # fmt: skip
 
 

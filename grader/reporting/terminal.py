@@ -82,12 +82,17 @@ def _table(grade: Grade, width: int, speed: str) -> Table | None:
     return fitting.fitted(columns, rows, width, title=plain(_title(grade)))
 
 
-def _title(grade: Grade) -> str:
-    """The submission's folder, relative to where `grade` ran where it lies below it."""
+def submission_shown(grade: Grade) -> str:
+    """The submission's folder, relative to where `grade` ran where it lies below it (a batch's
+    student is a name)."""
     try:
-        return f"Grades for {Path(grade.submission).relative_to(Path.cwd())}"
+        return str(Path(grade.submission).relative_to(Path.cwd()))
     except ValueError:
-        return f"Grades for {grade.submission}"
+        return grade.submission
+
+
+def _title(grade: Grade) -> str:
+    return f"Grades for {submission_shown(grade)}"
 
 
 def print_table(grade: Grade, console: Console | None = None) -> None:
@@ -171,5 +176,5 @@ def where_to_begin(grade: Grade, lines: list[glance.PartLine]) -> str:
         return f"{start}, the part {part}."
     file = next((p.file for p in spec.parts if p.name == part), spec.parts[0].file)
     handout = (REPO_ROOT / "assignments" / start / "README.md").relative_to(REPO_ROOT)
-    folder = _title(grade).removeprefix("Grades for ")
+    folder = submission_shown(grade)
     return f"{start}, {folder}/{start}/{file}, as its handout {handout} explains."
