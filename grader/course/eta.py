@@ -1,7 +1,7 @@
 """The batch's time left, weighted by what each assignment costs to grade.
 
 Rich's own estimate divides the tasks left by the rate at which tasks finished lately. The tasks of
-a class differ by a factor of ten (a warm-up grades in seconds, a matmul in minutes), and the
+a class differ by a factor of ten (a warm-up grades in seconds, a tiled kernel in minutes), and the
 cheap ones finish first: at 2 of 24 it said 1:20 left of a batch that took 3:02. Here each task
 costs what its assignment's tasks cost: the mean of those finished in this batch, else of this
 assignment's grades in the gradebook (an earlier batch on this device), else the assignment's time

@@ -64,7 +64,7 @@ def rows(grades: dict[str, Grade], assignments: list) -> list[list[Text | str]]:
 
 def print_class_table(grades: dict[str, Grade], assignments: list, console: Console) -> None:
     """A row per student, with each assignment's points where they all fit without breaking a word
-    (a name like flash_attention is wide), else the totals alone; then the warnings every report carries."""
+    (assignments have long names), else the totals alone; then the warnings every report carries."""
     scale = Scale.of(grades, assignments)
     console.print(plain(f"Class grades ({len(grades)} students): {scale.words()}."), highlight=False)
     found = rows(grades, assignments)
