@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import repository_files
+from grader.assignment import lint
 from grader.course.release import MARKER
 from grader.assignment.loading import assignment_names, load_assignments
 
@@ -59,9 +60,8 @@ def test_every_assignment_has_solutions_with_the_starter_files(repo, solutions):
 
 
 def test_each_assignment_has_a_handout(repo):
-    for name in assignment_names():
-        readme = (repo / "assignments" / name / "README.md").read_text()
-        assert "How it is graded" in readme, name
+    problems = [problem for name in assignment_names() for problem in lint.handout(repo / "assignments" / name)]
+    assert not problems, "\n".join(problems)
 
 
 def test_grader_never_names_an_assignment(repo):
