@@ -36,9 +36,15 @@ test-slow: $(VENV)/.ready
 test-gpu: $(VENV)/.ready
 	$(PY) -m pytest -m gpu
 
+# Without a GPU it says so first, and times nothing (pytest would skip every benchmark, one by one).
 bench: $(VENV)/.ready
-	$(PY) -m pytest tests/bench_kernels.py --submission $(SUBMISSION) \
-		--benchmark-autosave --benchmark-compare --benchmark-columns=min,median,max,rounds
+	@if $(PY) -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then \
+		$(PY) -m pytest tests/bench_kernels.py --submission $(SUBMISSION) \
+			--benchmark-autosave --benchmark-compare --benchmark-columns=min,median,max,rounds; \
+	else \
+		echo "make bench: benchmarks need a CUDA GPU, and torch sees none here, so nothing was timed."; \
+		echo "On this machine, make grade grades your kernels' correctness; run make bench where there is a GPU."; \
+	fi
 
 batch: $(VENV)/.ready
 	$(PY) -m grader batch $(SUBMISSIONS) --out $(OUT)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from grader.kernels import profiling
-from grader.reporting import report, terminal
+from grader.reporting import profile_table, report, terminal
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
 from grader.running.gpu_lock import GpuLock
@@ -115,7 +115,7 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
                                          args.timeout_s)  # fmt: skip
         profiling.write_json(profiled, args.json.with_name("profile.json"))
         report.write_html(result, args.html, profiled)
-        terminal.print_profile(profiled, console)
+        profile_table.print_profile(profiled, console, str(args.html))
     console.print(report.plain(f"Report: {args.html}   results.json: {args.json}"))
     return 0
 

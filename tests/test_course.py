@@ -324,7 +324,7 @@ def test_without_copydetect_the_review_is_skipped_and_says_why(tmp_path, monkeyp
     assert extras.review.skipped and extras.notes == [extras.review.skipped]
     summary.write_outputs(tmp_path, entries, {}, load_assignments(["vector_add"]), extras)
     assert "copydetect is not installed" in (tmp_path / "summary.html").read_text()
-    assert (tmp_path / "similarity.csv").read_text().splitlines() == ["assignment,student_a,student_b,similarity"]
+    assert (tmp_path / "similarity.csv").read_text().splitlines() == ["assignment,student_a,student_b,similarity,language"]
 
 
 # Corpus entries that are one upstream file, wrapped twice (llm.c's GELU, kernels 1 and 2), or two

@@ -84,9 +84,9 @@ def test_the_disguised_copy_is_the_one_flagged_pair(graded):
     _, out, _, output = graded
     with (out / "similarity.csv").open() as file:
         found = list(csv.reader(file))
-    assert found[0] == ["assignment", "student_a", "student_b", "similarity"]
+    assert found[0] == ["assignment", "student_a", "student_b", "similarity", "language"]
     assert [row[:3] for row in found[1:]] == [["vector_add", "alice", "ally"]], found
-    assert float(found[1][3]) >= 0.85 and "similar pairs for review: 1" in output
+    assert float(found[1][3]) >= 0.85 and found[1][4] == "python" and "similar pairs for review: 1" in output
     page = (out / "summary.html").read_text()
     flagged = page[page.index("Flagged for review"):page.index('<h2 id="similar">')]
     assert "similar to ally" in flagged and "similar to alice" in flagged and 'href="tut/report.html"' not in flagged

@@ -132,7 +132,7 @@ def solutions_speed(results_path: Path, driver: str | None) -> dict:
         rate = f"{m['tflops']:.1f} TFLOP/s" if m.get("compute_bound") else f"{m.get('gbps', 0):.0f} GB/s"
         rows.append([test["name"], f"{m['ratio']:.3f}x", rate, f"{test['score']:g} / {test['max_score']:g}"])
     return {"name": "solutions-speed", "order": 10, "title": "The solutions' speed against torch",
-            "about": "Every timed benchmark of one grading of `solutions/` on a GPU (`python -m grader grade "
+            "about": "Every timed benchmark of one grading of `solutions/` on a GPU (`.venv/bin/python -m grader grade "
                      "--submission solutions --device cuda`): torch's time over the solution's, and the rate it "
                      "reached. Re-measure: `tools/measurements.py solutions-speed results/results.json`.",
             "measured": provenance(results, driver), "columns": ["benchmark", "solution / torch", "rate", "points"],
@@ -168,7 +168,7 @@ def batch_parity(summary_path: Path, results_path: Path, driver: str | None, nam
 
 
 def nsight_profile(profile_path: Path, results_path: Path, driver: str | None) -> dict:
-    """`python -m grader profile`'s profile.json beside its results.json: each timed case's kernels
+    """`.venv/bin/python -m grader profile`'s profile.json beside its results.json: each timed case's kernels
     as Nsight Compute's speed-of-light section saw them."""
     found, results = json.loads(profile_path.read_text()), json.loads(results_path.read_text())
     rows = []
@@ -182,7 +182,7 @@ def nsight_profile(profile_path: Path, results_path: Path, driver: str | None) -
                          f"{k['memory_pct']:.0f}%", f"{k['levels'].get('DRAM', 0):.0f}%", f"{k['levels'].get('L2', 0):.0f}%",
                          read.limit, read.reading])  # fmt: skip
     return {"name": "profile", "order": 40, "title": "`make profile`: Nsight Compute on the solutions' timed cases",
-            "about": "`python -m grader profile --submission solutions --assignment matmul --assignment softmax` on a "
+            "about": "`.venv/bin/python -m grader profile --submission solutions --assignment matmul --assignment softmax` on a "
                      "GPU: one call of each timed case under `ncu --section SpeedOfLight` (advice beside the grade, "
                      "never graded). compute and memory: the busiest unit of each as a share of its peak; DRAM and L2: "
                      "those levels' own. Re-measure: `tools/measurements.py profile results/profile.json "

@@ -20,13 +20,13 @@ from pathlib import Path
 import torch
 from distributed import Client, Nanny, Scheduler, SpecCluster, as_completed
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 import grader
 from grader.running import sandbox
-from grader.course import intake, salt
-from grader.reporting import summary
+from grader.course import eta, intake, salt
+from grader.reporting import class_table, summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
 from grader.course.config import Course, CourseError, load_course, read_course_salt
@@ -172,6 +172,12 @@ class Engine:
             self.client = Client(self.cluster)
         return self.client
 
+    def slots(self) -> int:
+        """How many tasks run at once: a worker each (one thread), or a joined cluster's threads."""
+        if self.cluster is not None:
+            return len(self.cluster.worker_spec)
+        return max(1, sum(self.client.nthreads().values()))
+
     @property
     def description(self) -> str:
         if self.options.scheduler:
@@ -253,17 +259,21 @@ def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str,
     }  # fmt: skip
     entries: dict[Key, Entry] = {}
     faults: list[str] = []
+    limits = {t.assignment.name: t.assignment.timeout_for(engine.device) for t in tasks}
+    left = eta.Estimate([t.assignment.name for t in tasks], engine.slots(), limits, book.mean_seconds(engine.device))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+               TextColumn("ETA"), eta.TimeLeft(left))  # fmt: skip
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task(f"grading on {engine.description}", total=len(tasks))
         for future, outcome in as_completed(futures, with_results=True, raise_errors=False):
             task = futures[future]
             if isinstance(outcome, BaseException):  # the grader failed, not the student: no row, a rerun retries
                 faults.append(f"{task.key.student}/{task.key.assignment}: {type(outcome).__name__}: {outcome}")
+                left.finished(task.assignment.name, None)
             else:
                 tests, environment, seconds = outcome
                 entries[task.key] = book.record(task.key, engine.device, tests, environment, seconds)
+                left.finished(task.assignment.name, seconds)
             progress.advance(bar)
     return entries, faults
 
@@ -367,12 +377,11 @@ def run(options: Options, console: Console) -> int:
             engine.close()
     problems = {s.student: s.flags for s in submissions if s.flags}
     grades = summary.write_outputs(options.out, students, problems, options.assignments, extras)
-    summary.print_class_table(grades, options.assignments, console)
+    class_table.print_class_table(grades, options.assignments, console)
     for note in extras.notes:
         console.print(Text.assemble(("note:", "yellow"), " ", plain(note)))
     if extras.review.pairs:
-        console.print(plain(f"similar pairs for review: {len(extras.review.pairs)} "
-                            f"({options.out / course_outputs.SIMILARITY_CSV})"))  # fmt: skip
+        console.print(plain(f"{course_outputs.similar_pairs(extras.review)} ({options.out / course_outputs.SIMILARITY_CSV})"))
     for fault in faults:
         # A fault names the student's folder, which the student named: text, never markup.
         console.print(Text.assemble(("grader fault (nothing recorded; a rerun retries it):", "red"), " ", plain(fault)))

@@ -25,7 +25,9 @@ SIMILARITY_CSV = "similarity.csv"
 CANVAS_CSV = "canvas.csv"
 LEADERBOARDS = "leaderboards"  # a folder: one page per GPU model
 FILES = (SIMILARITY_CSV, CANVAS_CSV, LEADERBOARDS)  # what the batch writes beside the students' folders
-SIMILARITY_HEADER = ("assignment", "student_a", "student_b", "similarity")
+# The contract's columns, then the language of the code compared: an assignment with Python and
+# CUDA C parts compares each language apart, so a pair can have a row for each.
+SIMILARITY_HEADER = ("assignment", "student_a", "student_b", "similarity", "language")
 
 
 @dataclass
@@ -131,7 +133,8 @@ def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], ass
         writer = csv.writer(file)
         writer.writerow(SIMILARITY_HEADER)
         for pair in outputs.review.pairs:
-            writer.writerow([pair.assignment, csv_cell(pair.student_a), csv_cell(pair.student_b), f"{pair.similarity:.3f}"])
+            writer.writerow([pair.assignment, csv_cell(pair.student_a), csv_cell(pair.student_b),
+                             f"{pair.similarity:.3f}", pair.language])
     write_leaderboards(out / LEADERBOARDS, outputs.boards)
     roster = outputs.course.canvas_roster
     if roster is not None:
@@ -142,6 +145,13 @@ def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], ass
         unmatched = canvas.write_import(roster, out / CANVAS_CSV, points, headers, most)
         if unmatched:
             console_notes.append(f"canvas.csv: no roster row for {len(unmatched)} student(s): {', '.join(unmatched)}")
+
+
+def similar_pairs(review: similarity.Review) -> str:
+    """How many pairs of students to review, counted once however many languages matched."""
+    pairs = {(p.assignment, p.student_a, p.student_b) for p in review.pairs}
+    rows = f", {len(review.pairs)} rows: Python and CUDA C apart" if len(review.pairs) > len(pairs) else ""
+    return f"similar pairs for review: {len(pairs)}{rows}"
 
 
 def write_leaderboards(folder: Path, boards: list[Board]) -> None:
