@@ -375,6 +375,70 @@ def test_the_review_flags_disguised_copies_and_no_pair_of_independent_solutions(
     print(json.dumps({"copies_min": min(copies), "independent_max": max(independent)[0]}))
 
 
+def _copies(tmp_path: Path, disguise_with) -> tuple[dict[str, Path], dict[str, str]]:
+    """Every solution's and corpus kernel's files (Python and CUDA C), and a copy of each disguised
+    with `disguise_with(text, language)`: (folders by name, the original of each copy)."""
+    folders = {"solutions": REPO_ROOT / "solutions"}
+    for entry in sorted((TESTS / "corpus").glob("*/expect.toml")):
+        folders[entry.parent.name] = entry.parent
+    originals = {}
+    for name, folder in list(folders.items()):
+        for source in sorted([*folder.glob("*/*.py"), *folder.glob("*/*.cu")]):
+            copy = tmp_path / f"copy_of_{name}" / source.parent.name / source.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(disguise_with(source.read_text(), "python" if source.suffix == ".py" else "cuda"))
+            folders[f"copy_of_{name}"], originals[f"copy_of_{name}"] = copy.parent.parent, name
+    return folders, originals
+
+
+@pytest.mark.parametrize("how", ["pad", "junk"])
+def test_a_padded_or_junk_line_copy_of_any_kernel_is_flagged(tmp_path, how):
+    """Issue 53, 4: a copy padded with 660 KB of comments was past the 512 KiB cap and never
+    compared; one with `_unused3 = 3` after each real statement scored 0.418 against its original.
+    The review compares what the compiler sees: each such copy of every solution and corpus kernel,
+    Python and CUDA C, is flagged against its original, and nothing is left uncompared."""
+    pytest.importorskip("copydetect", reason="the similarity review needs copydetect")
+    import disguise
+
+    folders, originals = _copies(tmp_path, getattr(disguise, how))
+    found = similarity.review(folders, load_assignments(), REPO_ROOT / "starter", DEFAULT_THRESHOLD)
+    flagged = {(p.assignment, p.language, frozenset((p.student_a, p.student_b))) for p in found.pairs}
+    for copy, original in originals.items():
+        for source in sorted(folders[copy].glob("*/*")):
+            language = "python" if source.suffix == ".py" else "cuda"
+            if similarity.document(folders[original] / source.parent.name, language)[0]:
+                assert (source.parent.name, language, frozenset((copy, original))) in flagged, (copy, source.name)
+    assert found.uncompared == []
+
+
+def test_what_the_review_cannot_compare_is_listed_with_the_reason(tmp_path, monkeypatch):
+    """Past the cap on work (code left once comments are gone) or on what it reads, a submission is
+    listed on the class page with the reason, never dropped without a word."""
+    pytest.importorskip("copydetect", reason="the similarity review needs copydetect")
+    solution = (REPO_ROOT / "solutions" / "vector_add" / "vector_add.py").read_text()
+    huge = solution + "".join(f"\ndef helper_{i}(x):\n    return x * {i} + {i * 7} - {i % 5}\n" for i in range(6000))
+    padded = solution + "# a comment\n" * (len(huge) // 10)  # past what the review reads (the cap made small here)
+    for name, text in (("alice", solution), ("bob", huge), ("carol", padded)):
+        (tmp_path / name / "vector_add").mkdir(parents=True)
+        (tmp_path / name / "vector_add" / "vector_add.py").write_text(text)
+    monkeypatch.setattr(similarity, "MAX_READ_BYTES", len(huge) + 1)
+    folders = {name: tmp_path / name for name in ("alice", "bob", "carol")}
+    found = similarity.review(folders, load_assignments(["vector_add"]), REPO_ROOT / "starter", 0.5)
+    reasons = {item.student: item.reason for item in found.uncompared}
+    assert set(reasons) == {"bob", "carol"}, reasons
+    assert "characters of code once comments and dead statements are left out" in reasons["bob"]
+    assert "the review reads" in reasons["carol"]
+    entries = {s: [_entry(s, "vector_add", [], "cpu")] for s in folders}
+    monkeypatch.setattr(similarity, "review", lambda *args, **kwargs: found)
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(Course(path=None), entries, folders, tmp_path, [], load_assignments(["vector_add"]),
+                                 "", book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path / "out", entries, {}, load_assignments(["vector_add"]), extras)
+    page = (tmp_path / "out" / "summary.html").read_text()
+    uncompared = page[page.index('id="uncompared"') : page.index("Every student")]
+    assert "bob" in uncompared and "carol" in uncompared and "alice" not in uncompared
+
+
 def test_the_salt_file_course_toml_names_is_read_relative_to_it(tmp_path):
     from grader.course.config import read_course_salt
 

@@ -66,8 +66,11 @@ def write_outputs(out: Path, students: dict[str, list[Entry]], problems: dict[st
 
 
 def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
-    """The class page's course sections; each flagged pair also joins both students' review reasons."""
+    """The class page's course sections; each flagged pair also joins both students' review reasons,
+    as does what the review could not compare."""
     why = {row["student"]: row["why"] for row in flagged}
+    for item in course.review.uncompared:
+        why.setdefault(item.student, []).append(f"{item.assignment}: not compared for similarity: {item.reason}")
     for pair in course.review.pairs:
         for me, other in ((pair.student_a, pair.student_b), (pair.student_b, pair.student_a)):
             if me in why or me in course.students:
