@@ -522,8 +522,49 @@ def test_override_and_course_usage_errors_exit_2(tmp_path):
     for argv in (["bob", "vector_add", "--points", "3", "--reason", "x"],  # nobody of that name was graded
                  ["alice", "no_such_lab", "--points", "3", "--reason", "x"],
                  ["alice", "vector_add", "--points", "nan", "--reason", "x"],
-                 ["alice", "vector_add", "--points", "3", "--reason", "  "]):  # fmt: skip
+                 ["alice", "vector_add", "--points", "3", "--reason", "  "],
+                 ["alice", "vector_add", "--points", "3", "--clear", "--reason", "x"],  # one or the other
+                 ["alice", "vector_add", "--clear", "--reason", "x"]):  # no override to clear  # fmt: skip
         assert main(["override", "--out", str(tmp_path), *argv]) == 2, argv
     with Gradebook(tmp_path / "gradebook.sqlite") as book:
         assert overrides.in_force(book.connection) == {}  # nothing kept from a refused command
     assert main(["batch", str(tmp_path), "--out", str(tmp_path / "out"), "--course", str(tmp_path / "none.toml")]) == 2
+
+
+def test_override_points_lie_between_0_and_the_assignments_most_and_clear_removes_one(tmp_path, capsys):
+    """Issue 53, 6: `--points 30` on a 10-point assignment was kept (canvas.csv exported 27.00 of
+    10), so was `--points -5`, and an override could not be removed."""
+    from grader.cli import main
+
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.record(Key("alice", "flash_attention", "h", "v"), "cpu", [], {}, 1.0)
+    most = load_assignment(REPO_ROOT / "assignments" / "flash_attention").points_possible(bonus=True)
+    plain = load_assignment(REPO_ROOT / "assignments" / "flash_attention").points_possible()
+    assert most > plain  # its backward pass is a bonus part: an override may give its points too
+
+    def override(*argv: str) -> int:
+        return main(["override", "--out", str(tmp_path), "alice", "flash_attention", *argv])
+
+    for points in (most + 0.5, 30 * most, -5, -0.01):
+        assert override("--points", str(points), "--reason", "x") == 2
+        assert f"expected 0 to {most:g}" in capsys.readouterr().out
+    assert override("--points", str(most), "--reason", "every point, the bonus too") == 0
+    assert override("--points", "0", "--reason", "a zero is an override too") == 0
+    assert override("--clear", "--reason", "the tests' points stand again") == 0
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        assert overrides.in_force(book.connection) == {}
+        history = book.connection.execute("SELECT points, reason, cleared FROM overrides ORDER BY id").fetchall()
+    assert history == [(most, "every point, the bonus too", 0), (0.0, "a zero is an override too", 0),
+                       (0.0, "the tests' points stand again", 1)]  # fmt: skip
+    assert override("--clear", "--reason", "again") == 2  # nothing left to clear
+
+
+def test_an_old_gradebooks_overrides_gain_the_cleared_column(tmp_path):
+    with sqlite3.connect(tmp_path / "gradebook.sqlite") as db:
+        db.execute("CREATE TABLE overrides (id INTEGER PRIMARY KEY AUTOINCREMENT, student TEXT NOT NULL, assignment "
+                   "TEXT NOT NULL, points REAL NOT NULL, reason TEXT NOT NULL, made_at TEXT NOT NULL)")  # fmt: skip
+        db.execute("INSERT INTO overrides (student, assignment, points, reason, made_at) VALUES ('a', 'b', 1, 'r', 't')")
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        assert overrides.in_force(book.connection)[("a", "b")].points == 1
+        overrides.clear(book.connection, "a", "b", "gone")
+        assert overrides.in_force(book.connection) == {}
