@@ -77,7 +77,8 @@ def test_course_toml_gives_due_times_in_their_zones_and_extensions(tmp_path):
     loaded = course(tmp_path)
     due, extended = loaded.due_for("alice", "vector_add")
     assert due == datetime(2026, 9, 16, 3, 59, tzinfo=timezone.utc) and not extended  # 23:59 in New York (EDT)
-    assert loaded.due_for("Bob", "vector_add") == (due + timedelta(days=2), True)  # names compare without case
+    assert loaded.due_for("bob", "vector_add") == (due + timedelta(days=2), True)
+    assert loaded.due_for("Bob", "vector_add") == (due, False)  # names compare exactly: Bob is not bob
     assert loaded.due_for("bob", "softmax") == (datetime(2026, 10, 1, 10, 0, tzinfo=timezone.utc), False)
     assert loaded.due_for("carol", "vector_add")[0] == datetime(2026, 9, 30, 13, 0, tzinfo=timezone.utc)
     assert loaded.due_for("alice", "matmul") is None  # no deadline: no lateness at all

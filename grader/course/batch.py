@@ -286,8 +286,12 @@ def course_of(options: Options) -> Course:
 
 
 def chosen_students(options: Options, submissions: list[Submission]) -> None:
-    """--student names only students of this class (a typo would grade nobody, silently)."""
-    known = {s.student for s in submissions}
+    """--student names only students of this class (a typo would grade nobody, silently), and none
+    held back for the TA (identity.py)."""
+    known = {s.student for s in submissions if not s.held}
+    if held := sorted((options.students or set()) & {s.student for s in submissions if s.held}):
+        raise SetupError(f"--student {', '.join(held)}: held back until course.toml's [names] says whose each entry "
+                         "of that name is (the class page lists them)")  # fmt: skip
     if unknown := sorted((options.students or set()) - known):
         raise SetupError(f"--student {', '.join(unknown)}: no such student in {options.submissions} "
                          f"(students: {', '.join(sorted(known)[:20])}{' ...' if len(known) > 20 else ''})")  # fmt: skip
@@ -350,8 +354,10 @@ def run(options: Options, console: Console) -> int:
     faults: list[str] = []
     try:
         options.out.mkdir(parents=True, exist_ok=True)
-        submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
-        chosen_students(options, submissions)
+        found = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES,
+                               course.names)  # fmt: skip
+        chosen_students(options, found)
+        submissions = [s for s in found if not s.held]
         tasks = plan(submissions, options.assignments)
         device = engine.device if engine else options.device
         with Gradebook(options.out / GRADEBOOK) as book:
@@ -367,7 +373,7 @@ def run(options: Options, console: Console) -> int:
             students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
                         for s in submissions}  # fmt: skip
             extras = course_outputs.prepare(course, students, {s.student: s.folder for s in submissions},
-                                            options.submissions, submissions, options.assignments, secret,
+                                            options.submissions, found, options.assignments, secret,
                                             book.connection)  # fmt: skip
     finally:
         if engine:
@@ -375,13 +381,20 @@ def run(options: Options, console: Console) -> int:
     problems = {s.student: s.flags for s in submissions if s.flags}
     grades = summary.write_outputs(options.out, students, problems, options.assignments, extras)
     summary.print_class_table(grades, options.assignments, console)
+    tell(options, extras, faults, console)
+    return 1 if faults else 0
+
+
+def tell(options: Options, extras: course_outputs.CourseOutputs, faults: list[str], console: Console) -> None:
+    """The terminal's end of a batch: what needs the TA, notes, similar pairs, faults, where the files are.
+    Each may name a student's folder, which the student named: text, never markup."""
+    for item in extras.attention:
+        console.print(Text.assemble(("needs you:", "bold red"), " ", plain(item)))
     for note in extras.notes:
         console.print(Text.assemble(("note:", "yellow"), " ", plain(note)))
     if extras.review.pairs:
         console.print(plain(f"similar pairs for review: {len(extras.review.pairs)} "
                             f"({options.out / course_outputs.SIMILARITY_CSV})"))  # fmt: skip
     for fault in faults:
-        # A fault names the student's folder, which the student named: text, never markup.
         console.print(Text.assemble(("grader fault (nothing recorded; a rerun retries it):", "red"), " ", plain(fault)))
     console.print(plain(f"Class summary: {options.out / 'summary.html'}   grades: {options.out / 'grades.csv'}"))
-    return 1 if faults else 0

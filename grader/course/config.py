@@ -30,6 +30,10 @@
     [canvas]
     roster = "canvas-roster.csv"       # Canvas's gradebook export: batch writes canvas.csv to import
 
+    [names]                            # entries whose names read alike are held back until mapped here
+    "Bob.zip" = "bob"                  # the entry (its name in the submissions folder) = its student
+    "_bob" = ""                        # "": nobody's (listed on the class page, graded for no one)
+
 Every error names the file, the table and the key (toml_table.Table).
 """
 
@@ -44,6 +48,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from grader.assignment.toml_table import SpecError, Table
+from grader.course import identity
 
 # A flagged pair's similarity at least: independent solutions here reach 0.26, disguised copies 0.78
 # (tests/test_course.py measures both; the staff guide's "Similarity review" gives the table).
@@ -94,6 +99,7 @@ class Course:
     boilerplate: tuple[Path, ...] = ()
     leaderboard: bool = True
     canvas_roster: Path | None = None
+    names: dict[str, str] = field(default_factory=dict)  # [names]: entry -> student ("" for nobody)
 
     def due_for(self, student: str, assignment: str) -> tuple[datetime, bool] | None:
         """The student's due time for the assignment and whether an extension moved it; None: no deadline."""
@@ -101,7 +107,7 @@ class Course:
             return None
         due, extended = self.due[assignment], False
         for extension in self.extensions:
-            if extension.student.casefold() == student.casefold() and extension.assignment in (None, assignment):
+            if extension.student == student and extension.assignment in (None, assignment):  # exactly: identity.py
                 due = max(due, extension.due or due + timedelta(days=extension.days))  # never shortens
                 extended = True
         return due, extended
@@ -208,12 +214,26 @@ def _load(path: Path, known: list[str]) -> Course:
                     due=due, canvas_columns=columns, extensions=extensions, similarity=similar.flag("enabled", True),
                     threshold=similar.get("threshold", (int, float), "a similarity between 0 and 1", DEFAULT_THRESHOLD),
                     references=_paths(similar, "references", base), boilerplate=_paths(similar, "boilerplate", base),
-                    leaderboard=board.flag("enabled", True), canvas_roster=(base / roster).resolve() if roster else None)  # fmt: skip
+                    leaderboard=board.flag("enabled", True), canvas_roster=(base / roster).resolve() if roster else None,
+                    names=_names(Table(root.get("names", dict, "a table of entries and their students", {}), path,
+                                       "names")))  # fmt: skip
     if not 0 < course.threshold <= 1:
         raise similar.fail("threshold", "a similarity in (0, 1]")
     for table in (similar, board, canvas, root):
         table.finish()
     return course
+
+
+def _names(table: Table) -> dict[str, str]:
+    """[names]: each entry of the submissions folder, by its name there, and the student it is
+    (a name that can name a folder), or "" for nobody."""
+    names = {}
+    for entry in table.data:
+        student = table.get(entry, str, "the student this entry is, as the batch is to name them, or \"\" for nobody")
+        if student and (why := identity.unsafe(student)):
+            raise table.fail(entry, f"a student name that can name a folder (this one {why})")
+        names[entry] = student
+    return names
 
 
 def _extension(table: Table, known: list[str], zone: ZoneInfo) -> Extension:

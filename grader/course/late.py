@@ -71,11 +71,11 @@ def submission_times(directory: Path, submissions: list, course: Course) -> dict
             created = gradescope_time(found.get(submission.source.name, {}).get(":created_at"))
             if created is not None:
                 times.setdefault(submission.student, {})[EVERY] = (created, "Gradescope")
-    students = {s.student.casefold(): s.student for s in submissions}
+    students = {s.student for s in submissions}
     for table in sorted(directory.glob("*.csv")):
         for row, where in _time_rows(table):
-            student = students.get(intake.student_name(row["student"]).casefold())
-            if student is None:
+            student = row["student"].strip()  # exactly as the batch names the student (identity.py)
+            if student not in students:
                 continue
             when = parse_time(row["submitted_at"], course.time_zone, where)
             times.setdefault(student, {})[row.get("assignment") or EVERY] = (when, table.name)

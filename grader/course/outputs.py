@@ -3,7 +3,9 @@
 The batch hands `prepare` its students' gradebook entries; what comes back is applied to each
 student's Grade (adjustments, notes) before the reports are written, adds columns to grades.csv and
 sections to the class page, and writes the course's own files: similarity.csv, a leaderboard page
-per GPU model under leaderboards/, and canvas.csv where course.toml names a Canvas roster.
+per GPU model under leaderboards/, and canvas.csv where course.toml names a Canvas roster. What
+needs the TA before the grades are complete (entries held back at intake) heads the class page and
+the terminal (`attention`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class CourseOutputs:
     review: similarity.Review
     boards: list[Board]
     notes: list[str] = field(default_factory=list)  # for the TA: the console and the class page
+    attention: list[str] = field(default_factory=list)  # for the TA first: the top of the class page, the console
 
     def apply(self, grades: dict[str, Grade]) -> None:
         for student, grade in grades.items():
@@ -82,7 +85,9 @@ def prepare(course: Course, students: dict[str, list[Entry]], folders: dict[str,
                 per_student[student].notes.append(f"Your name on the class leaderboard: {name}")
     elif course.leaderboard and any(e.device == "cuda" for es in students.values() for e in es):
         notes.append("leaderboard skipped: pseudonyms need the course's secret salt, and none was given")
-    return CourseOutputs(course, per_student, review, boards, notes)
+    result = CourseOutputs(course, per_student, review, boards, notes)
+    result.attention += list(dict.fromkeys(s.held for s in submissions if getattr(s, "held", "")))  # one a group
+    return result
 
 
 def leaderboards(students: dict[str, list[Entry]], salt: str) -> list[Board]:

@@ -78,7 +78,8 @@ def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
                 why.setdefault(me, []).append(note)
     flagged[:] = [{"student": s, "why": w} for s, w in why.items() if w]
     boards = [{"gpu": b.gpu, "href": f"{course_outputs.LEADERBOARDS}/{b.file}"} for b in course.boards]
-    return {"review": course.review, "leaderboards": boards, "course_notes": course.notes}
+    return {"review": course.review, "leaderboards": boards, "course_notes": course.notes,
+            "attention": course.attention}  # fmt: skip
 
 
 def scores(grade: Grade, assignments: list[Assignment]) -> list[float]:
