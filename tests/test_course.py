@@ -134,6 +134,20 @@ class SimpleSubmission:
     student: str
     source: Path
 
+    @property
+    def people(self) -> tuple[str, ...]:
+        return (self.student,)
+
+
+@dataclasses.dataclass
+class GroupSubmission(SimpleSubmission):
+    members: tuple[str, ...] = ()
+
+    @property
+    def people(self) -> tuple[str, ...]:
+        return self.members
+
+
 
 def test_submission_times_come_from_a_csv_beside_the_submissions(tmp_path):
     loaded = course(tmp_path)
@@ -301,18 +315,60 @@ ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Lab 0 (999),Current Scor
 def test_the_canvas_export_keeps_the_roster_columns_and_adds_a_column_per_assignment(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text("\ufeff" + ROSTER)  # Canvas writes a byte-order mark
-    points = {"jdoe@uni.edu": {"vector_add": 5.5}, "S102": {"vector_add": 3.0}, "zed": {"vector_add": 1.0}}
-    unmatched = canvas.write_import(roster, tmp_path / "canvas.csv", points, {"vector_add": "Lab 1 (1001)"},
-                                    {"vector_add": 6.0})  # fmt: skip
+    points = {"jdoe": {"vector_add": 5.5}, "ed.group": {"vector_add": 3.0}, "zed": {"vector_add": 1.0}}
+    people = {"ed.group": ("rroe", "epoe")}  # a Gradescope group: each member gets its points
+    unmatched, errors = canvas.write_import(roster, "SIS Login ID", tmp_path / "canvas.csv", points, people,
+                                            {"vector_add": "Lab 1 (1001)"}, {"vector_add": 6.0})  # fmt: skip
     rows = list(csv.reader((tmp_path / "canvas.csv").open()))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lab 1 (1001)"]
     assert rows[1] == ["    Points Possible", "", "", "", "", "6"]
-    assert rows[2] == ["Doe, Jane", "101", "S101", "jdoe", "GPU 101", "5.50"]  # matched by the e-mail's user part
-    assert rows[3][-1] == "3.00" and rows[4][-1] == ""  # by SIS User ID; no submission: left as Canvas has it
-    assert unmatched == ["zed"]
+    assert rows[2] == ["Doe, Jane", "101", "S101", "jdoe", "GPU 101", "5.50"]
+    assert rows[3][-1] == "3.00" and rows[4][-1] == "3.00"
+    assert unmatched == ["zed"] and errors == []
     (tmp_path / "bad.csv").write_text("name,score\nx,1\n")
     with pytest.raises(canvas.RosterError):
-        canvas.write_import(tmp_path / "bad.csv", tmp_path / "x.csv", points, {}, {})
+        canvas.write_import(tmp_path / "bad.csv", "SIS Login ID", tmp_path / "x.csv", points, {}, {}, {})
+
+
+# Issue 53, 1: entries named after a classmate's login took that classmate's Canvas row (the
+# e-mail's user part, a `+` taken for a group, case folded), and the first in sort order won.
+IMPOSTORS = ["Alice@somewhere", "0+alice", "Zed+alice", "ALICE", "alice@uni.edu", " alice", "alice.", "ａｌｉｃｅ"]
+ALICE_ROSTER = "Student,ID,SIS User ID,SIS Login ID,Section\n\"Liddell, Alice\",7,S7,alice,A\n\"Doe, Jane\",8,S8,jdoe,A\n"
+
+
+@pytest.mark.parametrize("impostor", IMPOSTORS)
+def test_a_roster_row_goes_only_to_the_student_its_column_names_exactly(tmp_path, impostor):
+    """The impostor's 0.00 never lands in alice's row, whether or not alice is in the batch."""
+    (tmp_path / "roster.csv").write_text(ALICE_ROSTER)
+    for points in ({impostor: {"vector_add": 0.0}}, {impostor: {"vector_add": 0.0}, "alice": {"vector_add": 4.0}}):
+        unmatched, errors = canvas.write_import(tmp_path / "roster.csv", "SIS Login ID", tmp_path / "canvas.csv",
+                                                points, {}, {"vector_add": "Lab 1"}, {"vector_add": 6.0})  # fmt: skip
+        rows = {row["SIS Login ID"]: row for row in csv.DictReader((tmp_path / "canvas.csv").open())}
+        assert rows["alice"]["Lab 1"] == ("4.00" if "alice" in points else ""), (impostor, rows)
+        assert unmatched == [impostor] and errors == [] and rows["jdoe"]["Lab 1"] == ""
+
+
+def test_an_ambiguous_roster_row_is_left_empty_and_heads_the_class_page(tmp_path):
+    """alice handed in alone and in a Gradescope group; jdoe's login is on two rows: no row of
+    either is filled, and each ambiguity is listed at the top of the class page and in the batch's notes."""
+    (tmp_path / "roster.csv").write_text(ALICE_ROSTER + "\"Doe, John\",9,S9,jdoe,B\n")
+    (tmp_path / "course.toml").write_text('[canvas]\nroster = "roster.csv"\nmatch = "SIS Login ID"\n'
+                                          '[similarity]\nenabled = false\n')  # fmt: skip
+    loaded = course(tmp_path, (tmp_path / "course.toml").read_text())
+    tests = [TestResult("vector_add", "add", "correctness", "a", "ok", 4.0, 4.0, "")]
+    students = {s: [_entry(s, "vector_add", tests)] for s in ("alice", "alice+bob", "jdoe")}
+    submissions = [SimpleSubmission("alice", tmp_path), SimpleSubmission("jdoe", tmp_path),
+                   GroupSubmission("alice+bob", tmp_path, ("alice", "bob"))]  # fmt: skip
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(loaded, students, {}, tmp_path, submissions, load_assignments(["vector_add"]), "",
+                                 book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
+    rows = list(csv.DictReader((tmp_path / "canvas.csv").open()))
+    assert [row["vector_add"] for row in rows] == ["", "", ""]
+    page = (tmp_path / "summary.html").read_text()
+    top = page[: page.index("Score distribution")]
+    assert "roster line 2 (SIS Login ID &#39;alice&#39;) stands for &#39;alice&#39; and &#39;alice+bob&#39;" in top
+    assert "&#39;jdoe&#39; is &#39;jdoe&#39; in 2 roster rows" in top
 
 
 def test_without_copydetect_the_review_is_skipped_and_says_why(tmp_path, monkeypatch):
@@ -490,23 +546,30 @@ def test_earlier_terms_are_references_and_given_code_is_boilerplate(tmp_path):
     assert not given.pairs  # all of it was given code: nothing of max's own is left to compare
 
 
-def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
+def _class_with_a_roster(tmp_path: Path, device: str):
+    """jdoe (overridden to 5) and zed, graded on `device`, through the course's outputs."""
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER)
-    loaded = Course(path=None, similarity=False, canvas_roster=roster, canvas_columns={"vector_add": "Lab 1 (1001)"})
-    made = overrides.Override("jdoe", "vector_add", 5.0, "by hand", "2026-09-20T10:00:00+00:00")
+    loaded = Course(path=None, similarity=False, canvas_roster=roster, canvas_match="SIS Login ID",
+                    canvas_columns={"vector_add": "Lab 1 (1001)"})  # fmt: skip
     tests = [TestResult("vector_add", "add", "correctness", "a", "ok", 4.0, 4.0, "")]
-    students = {"jdoe": [_entry("jdoe", "vector_add", tests, "cpu")], "zed": [_entry("zed", "vector_add", tests, "cpu")]}
+    students = {s: [_entry(s, "vector_add", tests, device)] for s in ("jdoe", "zed")}
     with Gradebook(tmp_path / "gradebook.sqlite") as book:
-        overrides.record(book.connection, made.student, made.assignment, made.points, made.reason)
+        overrides.record(book.connection, "jdoe", "vector_add", 5.0, "by hand")
         extras = outputs.prepare(loaded, students, {}, tmp_path, [], load_assignments(["vector_add"]), "",
                                  book.connection)  # fmt: skip
     summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
+    return extras
+
+
+def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
+    extras = _class_with_a_roster(tmp_path, "cuda")
     rows = list(csv.reader((tmp_path / "canvas.csv").open()))
     assert rows[0][-1] == "Lab 1 (1001)" and rows[1][-1] == "6" and rows[2][-1] == "5.00"  # the override's points
     assert any("no roster row for 1 student(s): zed" in note for note in extras.notes)
     assert "zed" in (tmp_path / "summary.html").read_text().split("Every student")[0]  # the note is on the class page
     assert grades_of(tmp_path)["jdoe"] == {"student": "jdoe", "vector_add": "5.0", "total": "5.0", "vector_add_override": "5"}
+    assert not extras.attention
 
 
 def grades_of(out: Path) -> dict[str, dict[str, str]]:

@@ -50,6 +50,7 @@ class CourseOutputs:
     boards: list[Board]
     notes: list[str] = field(default_factory=list)  # for the TA: the console and the class page
     attention: list[str] = field(default_factory=list)  # for the TA first: the top of the class page, the console
+    people: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each student's names in a roster (a group's)
 
     def apply(self, grades: dict[str, Grade]) -> None:
         for student, grade in grades.items():
@@ -85,7 +86,7 @@ def prepare(course: Course, students: dict[str, list[Entry]], folders: dict[str,
                 per_student[student].notes.append(f"Your name on the class leaderboard: {name}")
     elif course.leaderboard and any(e.device == "cuda" for es in students.values() for e in es):
         notes.append("leaderboard skipped: pseudonyms need the course's secret salt, and none was given")
-    result = CourseOutputs(course, per_student, review, boards, notes)
+    result = CourseOutputs(course, per_student, review, boards, notes, people={s.student: s.people for s in submissions})
     result.attention += list(dict.fromkeys(s.held for s in submissions if getattr(s, "held", "")))  # one a group
     return result
 
@@ -129,8 +130,7 @@ def grades_cell(outputs: CourseOutputs, student: str, assignment: str, what: str
     return f"{taken:.4g}"
 
 
-def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], assignments: list[Assignment],
-                console_notes: list[str]) -> None:  # fmt: skip
+def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], assignments: list[Assignment]) -> None:
     """similarity.csv, the leaderboard pages and canvas.csv."""
     with (out / SIMILARITY_CSV).open("w", newline="") as file:
         writer = csv.writer(file)
@@ -138,15 +138,23 @@ def write_files(out: Path, outputs: CourseOutputs, grades: dict[str, Grade], ass
         for pair in outputs.review.pairs:
             writer.writerow([pair.assignment, csv_cell(pair.student_a), csv_cell(pair.student_b), f"{pair.similarity:.3f}"])
     write_leaderboards(out / LEADERBOARDS, outputs.boards)
-    roster = outputs.course.canvas_roster
-    if roster is not None:
-        points = {s: {a.name: g.assignment_score(a.name) for a in assignments} for s, g in grades.items()}
-        headers = {a.name: outputs.course.canvas_columns.get(a.name, a.name) for a in assignments}
-        most = {a.name: sum(p.correctness_points + p.performance_points for p in a.parts if not p.bonus)
-                for a in assignments}  # fmt: skip
-        unmatched = canvas.write_import(roster, out / CANVAS_CSV, points, headers, most)
-        if unmatched:
-            console_notes.append(f"canvas.csv: no roster row for {len(unmatched)} student(s): {', '.join(unmatched)}")
+    (out / CANVAS_CSV).unlink(missing_ok=True)  # never a stale export beside this batch's grades
+    if outputs.course.canvas_roster is not None:
+        write_canvas(out / CANVAS_CSV, outputs, grades, assignments)
+
+
+def write_canvas(path: Path, outputs: CourseOutputs, grades: dict[str, Grade], assignments: list[Assignment]) -> None:
+    """canvas.csv: each roster row that one student's name matches exactly, with their final points;
+    an ambiguous row stays empty and heads the class page (canvas.py)."""
+    course = outputs.course
+    points = {s: {a.name: g.assignment_score(a.name) for a in assignments} for s, g in grades.items()}
+    headers = {a.name: course.canvas_columns.get(a.name, a.name) for a in assignments}
+    most = {a.name: a.points_possible() for a in assignments}
+    unmatched, errors = canvas.write_import(course.canvas_roster, course.canvas_match, path, points, outputs.people,
+                                            headers, most)  # fmt: skip
+    outputs.attention += errors
+    if unmatched:
+        outputs.notes.append(f"canvas.csv: no roster row for {len(unmatched)} student(s): {', '.join(unmatched)}")
 
 
 def write_leaderboards(folder: Path, boards: list[Board]) -> None:

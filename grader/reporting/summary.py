@@ -59,7 +59,7 @@ def write_outputs(out: Path, students: dict[str, list[Entry]], problems: dict[st
     write_grades_csv(out / "grades.csv", grades, assignments, course)
     page = class_summary(grades, students, problems, assignments)
     if course is not None:
-        course_outputs.write_files(out, course, grades, assignments, course.notes)
+        course_outputs.write_files(out, course, grades, assignments)
         page.update(course_page(course, page["flagged"]))
     (out / "summary.html").write_text(report.templates().get_template("summary.html.j2").render(**page))
     return grades
