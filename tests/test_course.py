@@ -152,7 +152,8 @@ class GroupSubmission(SimpleSubmission):
 def test_submission_times_come_from_a_csv_beside_the_submissions(tmp_path):
     loaded = course(tmp_path)
     folder, submissions = _times_folder(tmp_path)
-    times = late.submission_times(folder, submissions, loaded)
+    times, unread = late.submission_times(folder, submissions, loaded)
+    assert unread == []
     on_time = late.lateness(loaded, "alice", "vector_add", times)
     assert (on_time.days, on_time.share, on_time.source) == (0, 0.0, "times.csv")
     extended = late.lateness(loaded, "bob", "vector_add", times)  # 32 h after the due time, inside two more days
@@ -174,7 +175,7 @@ def test_submission_times_come_from_gradescope_metadata(tmp_path):
     (folder / "submission_metadata.yml").write_text(EXPORT_METADATA)
     submissions = [SimpleSubmission("ada@example.edu", folder / "submission_111")]
     loaded = course(tmp_path, "[assignments.vector_add]\ndue = 2026-01-09T12:00:00-08:00\n[late]\nper_day = 0.25")
-    times = late.submission_times(folder, submissions, loaded)
+    times, _ = late.submission_times(folder, submissions, loaded)
     found = late.lateness(loaded, "ada@example.edu", "vector_add", times)  # created_at 2026-01-10 12:00 -08:00
     assert (found.days, found.share, found.source) == (1, 0.25, "Gradescope")
     assert late.gradescope_time("2026-01-10 12:00:00.123456789 -08:00") == datetime(
@@ -632,3 +633,24 @@ def test_an_old_gradebooks_overrides_gain_the_cleared_column(tmp_path):
         assert overrides.in_force(book.connection)[("a", "b")].points == 1
         overrides.clear(book.connection, "a", "b", "gone")
         assert overrides.in_force(book.connection) == {}
+
+
+def test_a_student_folder_named_like_a_csv_and_a_bad_time_cost_their_student_only(tmp_path):
+    """Issue 53, 5: with a deadline, a student folder called mallory.csv was opened as a table of
+    submission times (IsADirectoryError: the batch stopped, no grades.csv for anyone); a time that
+    cannot be read stopped it too."""
+    loaded = course(tmp_path)
+    folder, submissions = _times_folder(tmp_path)
+    (folder / "mallory.csv" / "vector_add").mkdir(parents=True)
+    (folder / "late.csv").write_text("student,submitted_at\nbob,next tuesday\ncarol,2026-09-16 08:00\n")
+    submissions.append(SimpleSubmission("mallory.csv", folder / "mallory.csv"))
+    times, unread = late.submission_times(folder, submissions, loaded)
+    assert "mallory.csv" not in times and "vector_add" in times["bob"]  # bob's good row in times.csv stands
+    assert len(unread) == 1 and unread[0][0] == "bob" and "late.csv: line 2: expected a time" in unread[0][1]
+    students = {s.student: [_entry(s.student, "vector_add", [], "cpu")] for s in submissions}
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(loaded, students, {}, folder, submissions, load_assignments(["vector_add"]), "",
+                                 book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path / "out", students, {}, load_assignments(["vector_add"]), extras)
+    assert set(grades_of(tmp_path / "out")) == {"alice", "bob", "carol", "dave", "mallory.csv"}
+    assert "late.csv: line 2" in extras.flags["bob"][0]

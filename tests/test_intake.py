@@ -6,9 +6,11 @@ import bz2
 import gzip
 import io
 import lzma
+import os
 import shutil
 import struct
 import tarfile
+import threading
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -507,6 +509,22 @@ def test_a_hostile_archive_beside_an_honest_folder_is_held_back_with_it_until_th
     assert honest.student == "carol" and honest.folder == klass / "carol" and not honest.problem
     assert hostile.folder is None and hostile.student == "carol-archive" and "outside" in hostile.problem
     assert not (tmp_path / "escaped.py").exists()
+
+
+def test_an_entry_that_is_neither_a_folder_nor_a_file_costs_its_student_only(tmp_path):
+    """A pipe named like an archive blocked the batch for good when it was opened to be unpacked."""
+    klass = tmp_path / "class"
+    (klass / "alice" / "vector_add").mkdir(parents=True)
+    os.mkfifo(klass / "mallory.zip")
+    result: list = []
+    reader = threading.Thread(target=lambda: result.append(intake.collect(klass, tmp_path / "s", ASSIGNMENTS)),
+                              daemon=True)  # fmt: skip
+    reader.start()
+    reader.join(60)
+    assert result, "intake blocked on the pipe"
+    found = {s.source.name: s for s in result[0]}
+    assert found["alice"].folder is not None and not found["alice"].problem
+    assert found["mallory.zip"].folder is None and "neither a folder nor a file" in found["mallory.zip"].problem
 
 
 def test_a_link_entry_is_refused_not_followed(tmp_path):

@@ -3,7 +3,8 @@
 Archives are unpacked as hostile input (grader/course/archives.py). Names are hostile too: each
 entry names its student exactly (identity.py), whose folder the batch writes beside its own files.
 An entry whose name cannot name a folder, or that is a link (to solutions/, to a classmate's
-folder), is refused: it costs its student only, as a submission with a `problem` that the batch turns into
+folder), or neither a folder nor a file (a pipe would block the reader), or that cannot be read,
+is refused: it costs its student only, as a submission with a `problem` that the batch turns into
 `missing_file` tests naming it, and the rest of the class is graded. Entries whose names read
 alike are all held back for the TA (`held`), graded as nobody, until course.toml's [names] says
 whose each is.
@@ -125,7 +126,13 @@ def _admit(claim: _Claim, decided: identity.Attribution, staging: Path, assignme
     student = decided.student
     if identity.too_long(student):
         student = identity.own_id(student, claim.source.name)
-    submission = _accept(claim, staging, assignments, student)
+    try:
+        submission = _accept(claim, staging, assignments, student)
+        for assignment in assignments if submission.folder is not None else ():
+            submission.content_hash(assignment)  # every file is readable now, or the entry is refused here
+    except OSError as error:
+        submission = Submission(student, claim.source, None, f"{claim.source.name!r} could not be read: "
+                                f"{type(error).__name__}: {error}")  # fmt: skip
     return Submission(submission.student, submission.source, submission.folder, submission.problem, members=members)
 
 
@@ -136,6 +143,9 @@ def _accept(claim: _Claim, staging: Path, assignments: list[str], student: str) 
                           "files in")  # fmt: skip
     if claim.source.is_dir():
         return Submission(student, claim.source, submission_root(claim.source, assignments))
+    if not claim.source.is_file():  # a pipe or a device: reading it could block the whole batch
+        return Submission(student, claim.source, None, f"{claim.source.name!r} was not graded: it is neither a "
+                          "folder nor a file")  # fmt: skip
     target = staging / student
     shutil.rmtree(target, ignore_errors=True)  # a rerun unpacks afresh: the archive may have changed
     try:

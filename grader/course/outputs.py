@@ -50,6 +50,7 @@ class CourseOutputs:
     boards: list[Board]
     notes: list[str] = field(default_factory=list)  # for the TA: the console and the class page
     attention: list[str] = field(default_factory=list)  # for the TA first: the top of the class page, the console
+    flags: dict[str, list[str]] = field(default_factory=dict)  # student -> why a TA should look (the class page)
     people: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each student's names in a roster (a group's)
 
     def apply(self, grades: dict[str, Grade]) -> None:
@@ -62,7 +63,7 @@ def prepare(course: Course, students: dict[str, list[Entry]], folders: dict[str,
             submissions: list, assignments: list[Assignment], salt: str, connection) -> CourseOutputs:  # fmt: skip
     """Overrides and late penalties per student, the similarity review and the leaderboards."""
     forced = overrides.in_force(connection)
-    times = late.submission_times(submissions_dir, submissions, course) if course.due else {}
+    times, unread = late.submission_times(submissions_dir, submissions, course) if course.due else ({}, [])
     per_student: dict[str, StudentCourse] = {}
     for student, entries in students.items():
         graded = {e.key.assignment: e.score for e in entries}
@@ -88,6 +89,11 @@ def prepare(course: Course, students: dict[str, list[Entry]], folders: dict[str,
         notes.append("leaderboard skipped: pseudonyms need the course's secret salt, and none was given")
     result = CourseOutputs(course, per_student, review, boards, notes, people={s.student: s.people for s in submissions})
     result.attention += list(dict.fromkeys(s.held for s in submissions if getattr(s, "held", "")))  # one a group
+    for student, problem in unread:
+        if student in students:
+            result.flags.setdefault(student, []).append(problem)
+        else:
+            result.notes.append(problem)
     return result
 
 

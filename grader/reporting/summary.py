@@ -66,9 +66,11 @@ def write_outputs(out: Path, students: dict[str, list[Entry]], problems: dict[st
 
 
 def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
-    """The class page's course sections; each flagged pair also joins both students' review reasons,
-    as does what the review could not compare."""
+    """The class page's course sections, and what needs the TA first at its top; each flagged pair
+    also joins both students' review reasons, as does what the course found of a student."""
     why = {row["student"]: row["why"] for row in flagged}
+    for student, flags in course.flags.items():
+        why.setdefault(student, []).extend(flags)
     for item in course.review.uncompared:
         why.setdefault(item.student, []).append(f"{item.assignment}: not compared for similarity: {item.reason}")
     for pair in course.review.pairs:
