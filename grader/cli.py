@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--student", action="append", default=None,
                        help="grade only this student (repeatable); the others' stored grades stay in the outputs")
     batch.add_argument("--course", type=Path, help="course.toml: deadlines, late policy, similarity, leaderboard, Canvas")
+    batch.add_argument("--advisory", action="store_true",
+                       help="on the CPU tier, export canvas.csv anyway, under columns marked advisory (without a GPU "
+                            "the points are advice: nothing is timed and no CUDA C runs)")  # fmt: skip
     override = commands.add_parser("override", help="set a student's points for an assignment, with a reason")
     override.add_argument("--out", type=Path, required=True, help="the batch's output folder (its gradebook.sqlite)")
     override.add_argument("student", help="the student as the batch names them")
@@ -143,7 +146,8 @@ def batch(args: argparse.Namespace, console: Console) -> int:
     students = frozenset(args.student) if args.student else None
     options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
                              args.workers, args.scheduler, args.regrade, students,
-                             args.course.resolve() if args.course else None, sandboxed=not args.no_sandbox)  # fmt: skip
+                             args.course.resolve() if args.course else None, sandboxed=not args.no_sandbox,
+                             advisory=args.advisory)  # fmt: skip
     try:
         return engine.run(options, console)
     except (IntakeError, engine.SetupError) as error:
@@ -190,7 +194,8 @@ def _rewrite(out: Path, last: dict, console: Console) -> int:
 
     options = engine.Options(Path(last["submissions"]), out.resolve(), _assignments(last["assignments"]),
                              last["device"], None, None, False, frozenset(),
-                             Path(last["course"]) if last["course"] else None)  # fmt: skip
+                             Path(last["course"]) if last["course"] else None,
+                             advisory=bool(last.get("advisory")))  # fmt: skip
     try:
         return engine.run(options, console)
     except (engine.SetupError, engine.intake.IntakeError) as error:

@@ -127,7 +127,7 @@ def graded(tmp_path_factory):
 def test_grades_csv_has_a_row_per_student_and_the_right_scores(graded):
     _, out, _, _, output = graded
     table = grades_csv(out)
-    assert list(next(iter(table.values()))) == ["student", "vector_add", "total"]
+    assert list(next(iter(table.values()))) == ["student", "vector_add", "total", "tier"]  # the CPU tier: advice
     assert set(table) == set(GRADED) | REFUSED
     for student, score in GRADED.items():
         assert float(table[student]["vector_add"]) == score == float(table[student]["total"]), (student, output)

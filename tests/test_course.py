@@ -19,12 +19,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 from rich.console import Console
 
 from grader.judging import verdicts as judging
 from grader.reporting import hidden, report, summary
 from grader.reporting import terminal as terminal_table
-from grader.course import adjustments, canvas, late, leaderboard, outputs, overrides, similarity
+from grader.course import adjustments, advisory, canvas, late, leaderboard, outputs, overrides, similarity
 from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePolicy, load_course
 from grader.course.gradebook import Entry, Gradebook, Key
 from grader.messages.reports import Activity, BenchReport, Timings
@@ -146,7 +147,6 @@ class GroupSubmission(SimpleSubmission):
     @property
     def people(self) -> tuple[str, ...]:
         return self.members
-
 
 
 def test_submission_times_come_from_a_csv_beside_the_submissions(tmp_path):
@@ -294,9 +294,9 @@ def test_a_hidden_case_keeps_its_inputs_and_diagnosis_from_the_student(tmp_path,
                         "max abs error 3.5 at index 93 of float16 97", {"where": where}, hidden=True)  # fmt: skip
     shown = TestResult("vector_add", "add", "correctness", "vector_add/add: float32 1", "ok", 1.0, 1.0, "")
     grade = Grade("alice", [shown, secret], {"device": "cpu", "tier": "CPU"}, 1.0)
-    html = report.render_html(grade)
-    assert "hidden case 1" in html and hidden.HIDDEN_OUTPUT in html and "wrong_result" in html
-    assert "float16 97" not in html and "index 93" not in html and "Where it is wrong" not in html
+    page = report.render_html(grade)
+    assert "hidden case 1" in page and hidden.HIDDEN_OUTPUT in page and "wrong_result" in page
+    assert "float16 97" not in page and "index 93" not in page and "Where it is wrong" not in page
     terminal = io.StringIO()
     terminal_table.print_table(grade, Console(file=terminal, width=200))
     assert "float16 97" not in terminal.getvalue() and "hidden case 1" in terminal.getvalue()
@@ -547,7 +547,7 @@ def test_earlier_terms_are_references_and_given_code_is_boilerplate(tmp_path):
     assert not given.pairs  # all of it was given code: nothing of max's own is left to compare
 
 
-def _class_with_a_roster(tmp_path: Path, device: str):
+def _class_with_a_roster(tmp_path: Path, device: str, export_advisory: bool = False):
     """jdoe (overridden to 5) and zed, graded on `device`, through the course's outputs."""
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER)
@@ -558,7 +558,7 @@ def _class_with_a_roster(tmp_path: Path, device: str):
     with Gradebook(tmp_path / "gradebook.sqlite") as book:
         overrides.record(book.connection, "jdoe", "vector_add", 5.0, "by hand")
         extras = outputs.prepare(loaded, students, {}, tmp_path, [], load_assignments(["vector_add"]), "",
-                                 book.connection)  # fmt: skip
+                                 book.connection, export_advisory=export_advisory)  # fmt: skip
     summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
     return extras
 
@@ -570,7 +570,23 @@ def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
     assert any("no roster row for 1 student(s): zed" in note for note in extras.notes)
     assert "zed" in (tmp_path / "summary.html").read_text().split("Every student")[0]  # the note is on the class page
     assert grades_of(tmp_path)["jdoe"] == {"student": "jdoe", "vector_add": "5.0", "total": "5.0", "vector_add_override": "5"}
-    assert not extras.attention
+    assert not extras.attention and "advice" not in (tmp_path / "jdoe" / "report.html").read_text()
+
+
+def test_a_cpu_tier_class_says_it_is_advice_everywhere_and_exports_to_canvas_only_when_asked(tmp_path):
+    """Issue 53, 7: a batch without a GPU wrote canvas.csv as grades (a working CUDA transpose at 0 of 12)."""
+    (tmp_path / "canvas.csv").write_text("a stale export\n")
+    _class_with_a_roster(tmp_path, "cpu")
+    assert not (tmp_path / "canvas.csv").exists()  # refused, and no stale file left to import by mistake
+    page = (tmp_path / "summary.html").read_text()
+    top = page[: page.index("Score distribution")]
+    assert str(escape(advisory.CLASS_WARNING)) in top and "canvas.csv was not written" in top and "--advisory" in top
+    assert grades_of(tmp_path)["jdoe"]["tier"] == "CPU (advisory)"
+    assert str(escape(advisory.STUDENT_NOTE)) in (tmp_path / "jdoe" / "report.html").read_text()
+    assert advisory.STUDENT_NOTE in json.loads((tmp_path / "jdoe" / "results.json").read_text())["output"]
+    _class_with_a_roster(tmp_path, "cpu", export_advisory=True)
+    rows = list(csv.reader((tmp_path / "canvas.csv").open()))
+    assert rows[0][-1] == "vector_add (CPU tier, advisory)" and rows[2][-1] == "5.00"  # a column of its own
 
 
 def grades_of(out: Path) -> dict[str, dict[str, str]]:

@@ -71,6 +71,7 @@ class Options:
     students: frozenset[str] | None = None  # grade only these (`--student`); None: everyone
     course: Path | None = None  # course.toml (`--course`)
     sandboxed: bool = True  # False: --no-sandbox, student code runs without bubblewrap
+    advisory: bool = False  # --advisory: export a CPU-tier class to Canvas even so (advisory.py)
 
     def grades(self, student: str) -> bool:
         """Whether this batch grades the student (the others' stored grades stay in the outputs)."""
@@ -363,7 +364,7 @@ def run(options: Options, console: Console) -> int:
         with Gradebook(options.out / GRADEBOOK) as book:
             overrides.remember_batch(book.connection, {
                 "submissions": str(options.submissions), "assignments": [a.name for a in options.assignments],
-                "device": device, "course": str(options.course) if options.course else None})  # fmt: skip
+                "device": device, "course": options.course and str(options.course), "advisory": options.advisory})  # fmt: skip
             entries, pending = resume(tasks, book, device, options.regrade, options.grades)
             console.print(f"{len(submissions)} students x {len(options.assignments)} assignment(s): "
                           f"{len(entries)} in the gradebook already, {len(pending)} to grade")  # fmt: skip
@@ -374,7 +375,7 @@ def run(options: Options, console: Console) -> int:
                         for s in submissions}  # fmt: skip
             extras = course_outputs.prepare(course, students, {s.student: s.folder for s in submissions},
                                             options.submissions, found, options.assignments, secret,
-                                            book.connection)  # fmt: skip
+                                            book.connection, export_advisory=options.advisory)  # fmt: skip
     finally:
         if engine:
             engine.close()
@@ -386,8 +387,7 @@ def run(options: Options, console: Console) -> int:
 
 
 def tell(options: Options, extras: course_outputs.CourseOutputs, faults: list[str], console: Console) -> None:
-    """The terminal's end of a batch: what needs the TA, notes, similar pairs, faults, where the files are.
-    Each may name a student's folder, which the student named: text, never markup."""
+    """The terminal's end of a batch; each line may name a student's folder: text, never markup."""
     for item in extras.attention:
         console.print(Text.assemble(("needs you:", "bold red"), " ", plain(item)))
     for note in extras.notes:
