@@ -6,6 +6,7 @@ SUBMISSION ?= starter
 ASSIGNMENT ?=
 SUBMISSIONS ?= submissions
 OUT ?= graded
+COURSE ?=
 RELEASE ?= release
 
 .PHONY: grade profile test test-slow test-gpu bench batch release clean
@@ -28,8 +29,9 @@ test: $(VENV)/.ready
 	$(PY) -m pytest $(XDIST) -m "not slow"
 
 # What `make test` leaves out for time: the known-wrong submissions beyond one of each reason of each
-# assignment, whole classes in one batch (the hostile one among them), the corpus of outside kernels
-# graded whole, a release bundle's own `make test`. CI runs both.
+# assignment, whole classes in one batch (the hostile one among them), a class regraded in pieces
+# against one graded afresh, the corpus of outside kernels graded whole, a release bundle's own
+# `make test`. CI runs both.
 test-slow: $(VENV)/.ready
 	$(PY) -m pytest $(XDIST) -m "slow and not gpu"
 
@@ -46,8 +48,10 @@ bench: $(VENV)/.ready
 		echo "On this machine, make grade grades your kernels' correctness; run make bench where there is a GPU."; \
 	fi
 
+# COURSE=course.toml grades with the course's deadlines, review and Canvas roster; a folder graded
+# with one is never rewritten without it (the batch refuses).
 batch: $(VENV)/.ready
-	$(PY) -m grader batch $(SUBMISSIONS) --out $(OUT)
+	$(PY) -m grader batch $(SUBMISSIONS) --out $(OUT) $(if $(COURSE),--course $(COURSE))
 
 release: $(VENV)/.ready
 	$(PY) -m grader release --out $(RELEASE)

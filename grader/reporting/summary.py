@@ -56,15 +56,20 @@ def write_outputs(out: Path, students: dict[str, list[Entry]], problems: dict[st
     write_grades_csv(out / "grades.csv", grades, assignments, course)
     page = class_summary(grades, students, problems, assignments)
     if course is not None:
-        course_outputs.write_files(out, course, grades, assignments, course.notes)
+        course_outputs.write_files(out, course, grades, assignments)
         page.update(course_page(course, page["flagged"]))
     (out / "summary.html").write_text(report.templates().get_template("summary.html.j2").render(**page))
     return grades
 
 
 def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
-    """The class page's course sections; each flagged pair also joins both students' review reasons."""
+    """The class page's course sections, and what needs the TA first at its top; each flagged pair
+    also joins both students' review reasons, as does what the course found of a student."""
     why = {row["student"]: row["why"] for row in flagged}
+    for student, flags in course.flags.items():
+        why.setdefault(student, []).extend(flags)
+    for item in course.review.uncompared:
+        why.setdefault(item.student, []).append(f"{item.assignment}: not compared for similarity: {item.reason}")
     for pair in course.review.pairs:
         for me, other in ((pair.student_a, pair.student_b), (pair.student_b, pair.student_a)):
             if me in why or me in course.students:
@@ -72,7 +77,8 @@ def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
                 why.setdefault(me, []).append(note)
     flagged[:] = [{"student": s, "why": w} for s, w in why.items() if w]
     boards = [{"gpu": b.gpu, "href": f"{course_outputs.LEADERBOARDS}/{b.file}"} for b in course.boards]
-    return {"review": course.review, "leaderboards": boards, "course_notes": course.notes}
+    return {"review": course.review, "leaderboards": boards, "course_notes": course.notes,
+            "attention": course.attention}  # fmt: skip
 
 
 def scores(grade: Grade, assignments: list[Assignment]) -> list[float]:
