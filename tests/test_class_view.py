@@ -147,7 +147,7 @@ def test_similarity_csv_names_each_rows_language_and_the_terminal_counts_pairs_o
     review = similarity.Review(pairs=[_pair("python", 0.9), _pair("cuda", 0.7),
                                       similarity.Pair("softmax", "python", "bob", "dave", 0.6, (), ())])  # fmt: skip
     course = outputs.CourseOutputs(Course(path=None), {}, review, [])
-    outputs.write_files(tmp_path, course, grades, assignments, [])
+    outputs.write_files(tmp_path, course, grades, assignments)
     with (tmp_path / "similarity.csv").open() as file:
         rows = list(csv.reader(file))
     assert rows[0][:4] == ["assignment", "student_a", "student_b", "similarity"], "the contract's columns first"
