@@ -255,7 +255,7 @@ folder, note = gpu_lock.machine_folder()
 with gpu_lock.GpuLock(folder, sys.argv[2]).timed("test"):
     open(sys.argv[3], "w").write(f"{time.time()} {note}")
     time.sleep(float(sys.argv[4]))
-open(sys.argv[3] + ".out", "w").write(str(time.time()))
+    open(sys.argv[3] + ".out", "w").write(str(time.time()))  # the last moment it surely held the GPU
 """
 
 
