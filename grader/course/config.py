@@ -30,6 +30,9 @@
     [canvas]
     roster = "canvas-roster.csv"       # Canvas's gradebook export: batch writes canvas.csv to import
 
+    [service]                          # the submission service (`serve`): grader/service/rules.py reads it
+    students = "students.csv"          # who may submit (a `student` column)
+
 Every error names the file, the table and the key (toml_table.Table).
 """
 
@@ -94,6 +97,7 @@ class Course:
     boilerplate: tuple[Path, ...] = ()
     leaderboard: bool = True
     canvas_roster: Path | None = None
+    service: dict = field(default_factory=dict)  # [service] as written; grader/service/rules.py checks it
 
     def due_for(self, student: str, assignment: str) -> tuple[datetime, bool] | None:
         """The student's due time for the assignment and whether an extension moved it; None: no deadline."""
@@ -208,7 +212,8 @@ def _load(path: Path, known: list[str]) -> Course:
                     due=due, canvas_columns=columns, extensions=extensions, similarity=similar.flag("enabled", True),
                     threshold=similar.get("threshold", (int, float), "a similarity between 0 and 1", DEFAULT_THRESHOLD),
                     references=_paths(similar, "references", base), boilerplate=_paths(similar, "boilerplate", base),
-                    leaderboard=board.flag("enabled", True), canvas_roster=(base / roster).resolve() if roster else None)  # fmt: skip
+                    leaderboard=board.flag("enabled", True), canvas_roster=(base / roster).resolve() if roster else None,
+                    service=root.get("service", dict, "a table (the submission service's)", {}))  # fmt: skip
     if not 0 < course.threshold <= 1:
         raise similar.fail("threshold", "a similarity in (0, 1]")
     for table in (similar, board, canvas, root):
