@@ -90,9 +90,8 @@ class Service:
 
 def pages_environment() -> Environment:
     """The reports' Jinja2 environment (its escaping and filters), finding the service's pages first."""
-    env = report.templates()
-    env.loader = ChoiceLoader([FileSystemLoader(TEMPLATES), env.loader])
-    return env
+    shared = report.templates()
+    return shared.overlay(loader=ChoiceLoader([FileSystemLoader(TEMPLATES), shared.loader]))
 
 
 class UploadCap:

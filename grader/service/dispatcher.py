@@ -112,5 +112,6 @@ class Dispatcher(threading.Thread):
         tests, environment, seconds, graded_by = future.result()
         environment = {**environment, "graded_by": graded_by}
         key = Key(row.student, row.assignment, row.submission_hash, row.grader_version)
-        book.record(key, self.grading.device, tests, environment, seconds)  # its own transaction, first
+        with queue.WRITES:
+            book.record(key, self.grading.device, tests, environment, seconds)  # its own transaction, first
         queue.finish(db, row.id, self.grading.device, graded_by, queue.now())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import sqlite3
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -43,6 +44,7 @@ CREATE TABLE IF NOT EXISTS submissions (
 CREATE INDEX IF NOT EXISTS submissions_by_state ON submissions (state, seq);
 CREATE INDEX IF NOT EXISTS submissions_by_student ON submissions (student, assignment, submitted_at);
 """
+WRITES = threading.Lock()  # the server's writers of the gradebook, one at a time
 COLUMNS = ("seq", "id", "student", "assignment", "folder", "submission_hash", "grader_version", "state",
            "submitted_at", "started_at", "finished_at", "attempts", "device", "graded_by", "problem")  # fmt: skip
 
@@ -86,13 +88,21 @@ def stamp(when: datetime) -> str:
     return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
+def create(path: Path) -> None:
+    """The gradebook's tables, made if new (`grades` as the batch makes it), and its journal set to
+    write-ahead: a page reads while the dispatcher or an upload writes, neither waiting for the other.
+    The WAL needs the processes that write the gradebook on one machine (docs/staff.md says so)."""
+    Gradebook(path).close()
+    with contextlib.closing(connect(path)) as db:
+        db.executescript(SCHEMA)
+        db.execute("PRAGMA journal_mode=WAL")
+
+
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection of its own (one per request or thread), the gradebook's tables made if new.
-    Autocommit: each change below is one explicit transaction."""
-    Gradebook(path).close()  # the grades table, made as the batch makes it
-    connection = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    connection.executescript(SCHEMA)
-    return connection
+    """A connection of its own (one per request or thread). Autocommit: each change below is one
+    explicit transaction, taken under WRITES in this process (no thread sleeps in SQLite's busy
+    handler for another thread of the server)."""
+    return sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
 
 
 def _rows(cursor) -> list[Row]:
@@ -125,13 +135,14 @@ def accept(db: sqlite3.Connection, student: str, uploads: dict[str, tuple[str, s
 def _immediate(db: sqlite3.Connection):
     """One transaction that holds the write lock from its start; committed unless an exception
     leaves it (a `return` inside commits what was written, here nothing)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+    with WRITES:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
 
 def get(db: sqlite3.Connection, id: str) -> Row | None:
@@ -178,19 +189,22 @@ def claim(db: sqlite3.Connection, free: int, when: datetime) -> list[Row]:
 
 
 def finish(db: sqlite3.Connection, id: str, device: str, graded_by: str, when: datetime) -> None:
-    db.execute("UPDATE submissions SET state = 'graded', finished_at = ?, device = ?, graded_by = ? "
-               "WHERE id = ? AND state = 'grading'", (stamp(when), device, graded_by, id))  # fmt: skip
+    with WRITES:
+        db.execute("UPDATE submissions SET state = 'graded', finished_at = ?, device = ?, graded_by = ? "
+                   "WHERE id = ? AND state = 'grading'", (stamp(when), device, graded_by, id))  # fmt: skip
 
 
 def fail(db: sqlite3.Connection, id: str, problem: str, when: datetime) -> None:
-    db.execute("UPDATE submissions SET state = 'failed', finished_at = ?, problem = ? WHERE id = ? AND state = 'grading'",
-               (stamp(when), problem, id))  # fmt: skip
+    with WRITES:
+        db.execute("UPDATE submissions SET state = 'failed', finished_at = ?, problem = ? WHERE id = ? AND state = 'grading'",
+                   (stamp(when), problem, id))  # fmt: skip
 
 
 def requeue_interrupted(db: sqlite3.Connection) -> int:
     """Rows left `grading` by a server that stopped (or was killed) go back in the queue, in their
     place: what their grading recorded, if it got that far, is found in the gradebook and kept."""
-    return db.execute("UPDATE submissions SET state = 'queued', started_at = NULL WHERE state = 'grading'").rowcount
+    with WRITES:
+        return db.execute("UPDATE submissions SET state = 'queued', started_at = NULL WHERE state = 'grading'").rowcount
 
 
 def load(db: sqlite3.Connection, when: datetime) -> dict:

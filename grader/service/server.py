@@ -49,6 +49,7 @@ def serve(course_path: Path, out: Path, host: str, port: int, scheduler: str | N
 
     options, course, secret, service_rules = prepare(course_path, out, scheduler, sandboxed, console)
     out.mkdir(parents=True, exist_ok=True)
+    queue.create(out / batch.GRADEBOOK)
     db = queue.connect(out / batch.GRADEBOOK)
     if requeued := queue.requeue_interrupted(db):
         console.print(f"{requeued} submission(s) were being graded when the server last stopped: queued again")

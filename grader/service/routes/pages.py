@@ -9,11 +9,11 @@ import time
 from fastapi import APIRouter, Depends, Form, Request
 from starlette.datastructures import UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from starlette.concurrency import run_in_threadpool
+from anyio import to_thread
 
 from grader.service import queue, standing
 from grader.service.auth import COOKIE, form_of_session, from_this_site, identify
-from grader.service.routes.submissions import Refused, accept
+from grader.service.routes.submissions import INTAKE, Refused, accept
 from grader.service.tokens import SESSION_HOURS, Identity
 
 router = APIRouter()
@@ -78,7 +78,8 @@ async def upload_form(request: Request, identity: Identity = Depends(form_of_ses
         return home(request, identity, "Choose a zip of your folder first.", 400)
     requested = [str(name) for name in form.getlist("assignment")]
     try:
-        rows = await run_in_threadpool(accept, request.app.state.service, identity, archive.file, requested)
+        rows = await to_thread.run_sync(accept, request.app.state.service, identity, archive.file, requested,
+                                        limiter=INTAKE)  # fmt: skip
     except Refused as refused:
         when = f" (try again in {refused.retry_after} s)" if refused.retry_after else ""
         response = home(request, identity, f"Refused: {refused.detail}{when}", refused.status)
