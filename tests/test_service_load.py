@@ -4,7 +4,7 @@ student's in the order they were sent, and pages answer within 200 ms (p99) whil
 
 The grading is a FAKE of 50 ms (tests/service_fake.py), so that the service is what is measured;
 every other test of the service grades for real. The whole load is `make test-slow`'s; `make
-test` sends a tenth of it. Nothing here is a timer but the p99 asked for; the hang guards move
+test` sends a fifth of it. Nothing here is a timer but the p99 asked for; the hang guards move
 with the queue."""
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ def _send(server: Server, student: str, answers: dict) -> None:
         answers[(student, n)] = server.upload(token(student), archive, ["vector_add"])
 
 
-def _probe(url: str, students: list[str], stop, out: Path) -> None:
+def _probe(url: str, students: list[str], ready, stop, out: Path) -> None:
     """Page after page while grading runs: a student's page, the API's list, a report, the leaderboard.
     In a process of its own, so that the senders' threads do not hold its clock up (the GIL)."""
     server, latencies = _Remote(url), []
     try:
-        _pages(server, students, stop, latencies)
+        _pages(server, students, ready, stop, latencies)
     finally:
         out.write_text(json.dumps(latencies))
 
@@ -57,9 +57,9 @@ class _Remote(Server):
         self.url = url
 
 
-def _pages(server: Server, students: list[str], stop, latencies: list[float]) -> None:
+def _pages(server: Server, students: list[str], ready, stop, latencies: list[float]) -> None:
     cookies = {}
-    while not stop.is_set():
+    while not stop.is_set() or not latencies:
         student = random.choice(students)
         if student not in cookies:
             body = urllib.parse.urlencode({"token": token(student)}).encode()
@@ -75,9 +75,10 @@ def _pages(server: Server, students: list[str], stop, latencies: list[float]) ->
             status = call("GET", f"{server.url}{path}", bearer, headers={"Cookie": cookies[student]})[0]
             latencies.append(time.perf_counter() - started)
             assert status == 200, (path, status)
+        ready.set()
 
 
-@pytest.mark.parametrize("students", [pytest.param(50, marks=pytest.mark.slow), 5])
+@pytest.mark.parametrize("students", [pytest.param(50, marks=pytest.mark.slow), 10])
 def test_students_send_a_minute_of_submissions_none_lost_each_graded_once_in_order(tmp_path, monkeypatch, students):
     names = [f"student{i:02d}" for i in range(students)]
     log = tmp_path / "graded.jsonl"
@@ -85,11 +86,13 @@ def test_students_send_a_minute_of_submissions_none_lost_each_graded_once_in_ord
     course = write_course(tmp_path / "course", names, per_hour=PER_STUDENT)
     server = Server(course, tmp_path / "out", script=TESTS / "service_fake.py").start()
     spawn = multiprocessing.get_context("spawn")
-    answers, stop = {}, spawn.Event()
-    probes = [spawn.Process(target=_probe, args=(server.url, names, stop, tmp_path / f"pages-{i}.json")) for i in range(2)]
+    answers, stop, ready = {}, spawn.Event(), [spawn.Event() for _ in range(2)]
+    probes = [spawn.Process(target=_probe, args=(server.url, names, ready[i], stop, tmp_path / f"pages-{i}.json"))
+              for i in range(2)]  # fmt: skip
     try:
         for probe in probes:
             probe.start()
+        wait_for(lambda: all(r.is_set() for r in ready), "the probers' first pages", progress=lambda: None)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=students) as pool:
             list(pool.map(lambda name: _send(server, name, answers), names))
@@ -117,4 +120,4 @@ def test_students_send_a_minute_of_submissions_none_lost_each_graded_once_in_ord
     p99 = latencies[int(0.99 * (len(latencies) - 1))]
     print(f"{len(accepted)} submissions sent in {sent_s:.1f} s; {len(latencies)} pages, p50 "
           f"{latencies[len(latencies) // 2] * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms")  # fmt: skip
-    assert len(latencies) >= 100 and p99 < P99_S, f"p99 {p99 * 1e3:.0f} ms over {len(latencies)} pages"
+    assert len(latencies) >= 40 and p99 < P99_S, f"p99 {p99 * 1e3:.0f} ms over {len(latencies)} pages"
