@@ -1,4 +1,4 @@
-"""`python -m grader grade|profile|batch|override|release|gradescope ...` (docs/staff.md).
+"""`python -m grader grade|profile|batch|override|release|gradescope|tokens|serve|submit ...` (docs/staff.md).
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.
@@ -25,6 +25,7 @@ from grader.reporting.results_json import write_json
 from grader.assignment.loading import load_assignments
 from grader.assignment.spec import REPO_ROOT
 from grader.assignment.toml_table import SpecError
+from grader.service import commands as service
 
 USAGE_ERROR, GRADER_FAULT = 2, 1
 
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     release.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
     gradescope = commands.add_parser("gradescope", help="write Gradescope's autograder zip")
     gradescope.add_argument("--out", type=Path, default=Path("autograder.zip"), help="the zip to write")
+    service.add_parsers(commands)  # tokens, serve, submit: the submission service (grader/service/)
     return parser
 
 
@@ -227,7 +229,7 @@ def gradescope(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"grade": grade, "profile": profile, "batch": batch, "override": override, "release": release,
-            "gradescope": gradescope}  # fmt: skip
+            "gradescope": gradescope, **service.COMMANDS}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -280,8 +280,8 @@ def submission_dir(request) -> Path:
 # orders the rest.) The modules whose tests run in this process alone, 700 of them in 7 s
 # altogether, are handed out LAST: a worker keeps up to three tests in hand, and three gradings
 # of 10-30 s each at the end had left the other worker with nothing to do meanwhile.
-FIRST = ("test_hostile_batch", "test_reference_submissions", "test_batch", "test_course_class", "test_course_batch",
-         "test_corpus")
+FIRST = ("test_hostile_batch", "test_reference_submissions", "test_service", "test_batch", "test_course_class",
+         "test_course_batch", "test_corpus")
 LAST = ("test_dispatch_state", "test_strength", "test_intake", "test_channel", "test_bootstrap", "test_sandbox",
         "test_case_inputs", "test_occupancy", "test_fusion", "test_spec", "test_text", "test_ptx", "test_diagnosis",
         "test_numerics", "test_timing", "test_scoring", "test_gpu", "test_witness_gpu")

@@ -35,6 +35,9 @@
     "Bob.zip" = "bob"                  # the entry (its name in the submissions folder) = its student
     "_bob" = ""                        # "": nobody's (listed on the class page, graded for no one)
 
+    [service]                          # the submission service (`serve`): grader/service/rules.py reads it
+    students = "students.csv"          # who may submit (a `student` column)
+
 Every error names the file, the table and the key (toml_table.Table).
 """
 
@@ -102,6 +105,7 @@ class Course:
     canvas_roster: Path | None = None
     canvas_match: str = ""  # the roster's column compared with each student's name, exactly
     names: dict[str, str] = field(default_factory=dict)  # [names]: entry -> student ("" for nobody)
+    service: dict = field(default_factory=dict)  # [service] as written; grader/service/rules.py checks it
 
     def due_for(self, student: str, assignment: str) -> tuple[datetime, bool] | None:
         """The student's due time for the assignment and whether an extension moved it; None: no deadline."""
@@ -218,7 +222,8 @@ def _load(path: Path, known: list[str]) -> Course:
                     references=_paths(similar, "references", base), boilerplate=_paths(similar, "boilerplate", base),
                     leaderboard=board.flag("enabled", True), canvas_roster=roster, canvas_match=match,
                     names=_names(Table(root.get("names", dict, "a table of entries and their students", {}), path,
-                                       "names")))  # fmt: skip
+                                       "names")),
+                    service=root.get("service", dict, "a table (the submission service's)", {}))  # fmt: skip
     if not 0 < course.threshold <= 1:
         raise similar.fail("threshold", "a similarity in (0, 1]")
     for table in (similar, board, canvas, root):

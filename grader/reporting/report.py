@@ -6,6 +6,7 @@ from the network), so a report opens the same on a laptop offline as on a course
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,10 @@ def _finalize(value: object) -> object:
     return value if isinstance(value, Markup) else printable(value)
 
 
+@functools.cache
 def templates() -> Environment:
-    """The Jinja2 environment of every HTML page (this report and the class summary)."""
+    """The Jinja2 environment of every HTML page (this report and the class summary), made once: a
+    template is compiled on its first use only (the submission service renders a report per request)."""
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]),
                       finalize=_finalize)  # fmt: skip
     env.filters["status"] = status_of
