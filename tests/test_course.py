@@ -13,6 +13,7 @@ import dataclasses
 import io
 import json
 import math
+import re
 import sqlite3
 import sys
 from datetime import datetime, timedelta, timezone
@@ -670,3 +671,22 @@ def test_a_student_folder_named_like_a_csv_and_a_bad_time_cost_their_student_onl
     summary.write_outputs(tmp_path / "out", students, {}, load_assignments(["vector_add"]), extras)
     assert set(grades_of(tmp_path / "out")) == {"alice", "bob", "carol", "dave", "mallory.csv"}
     assert "late.csv: line 2" in extras.flags["bob"][0]
+
+
+@pytest.mark.parametrize("roster, kept", [("student\nalice\nJosé\nJosè\n张伟\n", ["alice", "José", "Josè", "张伟"]),
+                                          ("student\nbob\nBob\n", "'Bob' is read alike with 'bob'"),
+                                          ("student\nbob\n_bob\n", "'_bob' is read alike with 'bob'"),
+                                          ("student\n.hidden\n", "'.hidden' is not a folder name")])  # fmt: skip
+def test_the_services_roster_keeps_names_as_written_and_none_that_read_alike(tmp_path, roster, kept):
+    """Who may submit to the service is named as the batch names a student, exactly; two roster
+    names that read alike would share a token's student in every output, so they are refused."""
+    from grader.service import rules
+
+    (tmp_path / "students.csv").write_text(roster)
+    (tmp_path / "course.toml").write_text('[service]\nstudents = "students.csv"\n')
+    course = load_course(tmp_path / "course.toml", assignment_names())
+    if isinstance(kept, list):
+        assert list(rules.load(course).students) == kept
+    else:
+        with pytest.raises(CourseError, match=re.escape(kept)):
+            rules.load(course)

@@ -7,9 +7,9 @@
     counts = "last"             # which submission counts: "last" (the last before the deadline) or "best"
     staff = ["ta-alice"]        # names whose tokens see every submission and the class page
 
-A student's name must be one the batch can use as a folder name (intake.student_name leaves it as
-it is), so that the gradebook, the TA's batch and `override` name them alike. Every error names the
-file, the table and the key.
+A student's name must be one the batch can use as a folder name, exactly as written (the batch's
+identity rules: grader/course/identity.py), and no two may read alike, so that the gradebook, the
+TA's batch and `override` name them alike. Every error names the file, the table and the key.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader.assignment.toml_table import SpecError, Table
 from grader.course.config import Course, CourseError
-from grader.course.intake import student_name
+from grader.course import identity
 
 COUNTS = ("last", "best")
 
@@ -60,12 +60,12 @@ def load(course: Course) -> Rules:
 def _staff(table: Table) -> tuple[str, ...]:
     names = table.get("staff", list, "a list of names", [])
     if not all(isinstance(name, str) and _safe(name) for name in names):
-        raise table.fail("staff", "a list of names, each one a folder name (letters, digits, @ + . _ -)")
+        raise table.fail("staff", "a list of names, each one a folder name (no separator, no leading dot)")
     return tuple(names)
 
 
 def _safe(name: str) -> bool:
-    return bool(name) and student_name(name) == name
+    return bool(name) and not identity.unsafe(name) and not identity.too_long(name)
 
 
 def read_roster(path: Path, table: Table) -> tuple[str, ...]:
@@ -78,10 +78,13 @@ def read_roster(path: Path, table: Table) -> tuple[str, ...]:
             names = [((row.get("student") or "").strip(), line) for line, row in enumerate(reader, start=2)]
     except (OSError, UnicodeDecodeError) as error:
         raise table.fail("students", f"a readable CSV file ({path}: {error})") from None
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # collision key -> the name that gave it
     for name, line in names:
-        if not _safe(name) or name in seen:
-            why = "twice" if name in seen else "not a folder name (letters, digits, @ + . _ -)"
-            raise table.fail("students", f"one student per line, each a folder name ({path}, line {line}: {name!r} is {why})")
-        seen.add(name)
+        alike = seen.get(identity.collision_key(name))
+        if not _safe(name) or alike is not None:
+            why = (("there twice" if alike == name else f"read alike with {alike!r}") if alike is not None
+                   else "not a folder name")  # fmt: skip
+            raise table.fail("students", f"one student per line, each a folder name that reads like no other ({path}, "
+                             f"line {line}: {name!r} is {why})")  # fmt: skip
+        seen[identity.collision_key(name)] = name
     return tuple(name for name, _ in names)
