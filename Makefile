@@ -8,8 +8,9 @@ SUBMISSIONS ?= submissions
 OUT ?= graded
 COURSE ?=
 RELEASE ?= release
+SERVER ?=
 
-.PHONY: grade profile test test-slow test-gpu bench batch release clean
+.PHONY: grade profile submit test test-slow test-gpu bench batch release clean
 
 $(VENV)/.ready: grader/bootstrap.py grader/stack.toml
 	$(PYTHON) grader/bootstrap.py
@@ -21,6 +22,11 @@ grade: $(VENV)/.ready
 # Grade, then each timed case once under Nsight Compute (advice; ASSIGNMENT="matmul softmax" for some).
 profile: $(VENV)/.ready
 	$(PY) -m grader profile --submission $(SUBMISSION) $(foreach a,$(ASSIGNMENT),--assignment $(a))
+
+# Grade on the course's GPUs: SERVER=https://... and your token in GRADER_TOKEN (docs/students.md).
+submit: $(VENV)/.ready
+	@test -n "$(SERVER)" || { echo "make submit: name the course's service, e.g. make submit SERVER=https://grader.example.edu"; exit 2; }
+	$(PY) -m grader submit --server $(SERVER) --submission $(SUBMISSION) $(foreach a,$(ASSIGNMENT),--assignment $(a))
 
 # Two workers where pytest-xdist is installed: most of a test is a graded child process, so the
 # second core halves the wait. Tests that share a costly module fixture stay on one worker (conftest.py).

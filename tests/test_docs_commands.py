@@ -27,7 +27,7 @@ GRADER = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(\S*python\S*)\s+-m\s+grader\s+([a-z][
 MAKE = re.compile(r"^make\s+([\w./-]+)(.*)$")
 PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_]{2,}\b|\bdir\b|\.\.\.|\[|\|")
 NEEDS_A_GPU = re.compile(r"--device cuda|\bprofile\b|test-gpu")
-NEEDS_A_CLASS = re.compile(r"grader (?:batch|override)\b|^make batch\b")
+NEEDS_A_CLASS = re.compile(r"grader (?:batch|override|tokens|serve|submit)\b|^make (?:batch|submit)\b")  # or a server
 WHOLE_SUITE = re.compile(r"^make (?:test|test-slow|release|grade)\b")  # long, or run by test_student_view.py
 
 
@@ -81,7 +81,7 @@ def test_each_command_names_what_runs_it(doc, command):
 
 
 def runnable() -> list[str]:
-    """The commands to run as written: no placeholder, no GPU, no graded class, not the suite."""
+    """The commands to run as written: no placeholder, no GPU, no course or server, not the suite."""
     skip = (PLACEHOLDER, NEEDS_A_GPU, NEEDS_A_CLASS, WHOLE_SUITE)
     return sorted({c for _, c in _all() if not any(pattern.search(c) for pattern in skip)})
 

@@ -26,7 +26,7 @@ from grader.reporting import hidden
 from grader.reporting.results import TestResult
 from grader.service import queue
 
-STUDENTS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "cli"]
+STUDENTS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "cli", "henry"]
 COURSE = """
 [late]
 per_day = 0.10
@@ -84,6 +84,21 @@ def test_the_cli_submits_starter_and_prints_the_table_of_make_grade(server, tmp_
     assert [(t["name"], t["score"], t["extra_data"]["reason"]) for t in served] == \
         [(t["name"], t["score"], t["extra_data"]["reason"]) for t in own]  # fmt: skip
     assert token("cli") not in submitted.stdout + submitted.stderr
+
+
+def test_make_submit_takes_the_token_from_the_environment(server):
+    """`make submit` puts no token on a command line (`ps` shows those to every user of the machine)."""
+    env = {**os.environ, "COLUMNS": "120", "GRADER_TOKEN": token("henry")}
+    unnamed = subprocess.run(["make", "-s", "submit"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    assert unnamed.returncode == 2 and "make submit SERVER=" in unnamed.stdout, unnamed.stdout + unnamed.stderr
+    done = subprocess.run(["make", "-s", "submit", f"SERVER={server.url}", "ASSIGNMENT=vector_add"], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
+    assert done.returncode == 0 and "Score 0.00 of 6.00" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert token("henry") not in done.stdout + done.stderr
+    without = subprocess.run([sys.executable, "-m", "grader", "submit", "--server", server.url], cwd=REPO_ROOT,
+                             env={**os.environ, "GRADER_TOKEN": ""}, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert without.returncode == 2 and "no token: give --token, or set GRADER_TOKEN" in without.stdout, without.stdout
 
 
 def test_a_browser_signs_in_uploads_a_zip_and_finds_the_report(server, tmp_path):

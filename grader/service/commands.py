@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from pathlib import Path
 
@@ -29,7 +30,9 @@ def add_parsers(commands) -> None:
     serve.add_argument("--no-sandbox", action="store_true", help="grade without bubblewrap, as `batch --no-sandbox`")
     submit = commands.add_parser("submit", help="submit a folder to the course's submission service")
     submit.add_argument("--server", required=True, help="the service's address, e.g. https://grader.example.edu")
-    submit.add_argument("--token", required=True, help="your token, from your course staff")
+    submit.add_argument("--token", default=os.environ.get("GRADER_TOKEN"),
+                        help="your token, from your course staff (default: $GRADER_TOKEN, which keeps it out of "
+                             "the shell's history and of `ps`)")  # fmt: skip
     submit.add_argument("--submission", type=Path, default=REPO_ROOT / "starter", help="a folder laid out like starter/")
     submit.add_argument("--assignment", action="append", default=[], help="submit only this assignment (repeatable)")
     submit.add_argument("--json", type=Path, help="write the results.json here too")
@@ -85,6 +88,8 @@ def submit(args: argparse.Namespace, console: Console) -> int:
     from grader.assignment.loading import assignment_names
     from grader.service import client
 
+    if not args.token:
+        return _error(console, "no token: give --token, or set GRADER_TOKEN (your course staff hands it out)")
     if not args.submission.is_dir():
         return _error(console, f"--submission {args.submission}: no such directory")
     known = assignment_names()
