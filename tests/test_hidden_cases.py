@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from conftest import requires_gpu
 from grader.assignment.loading import load_assignment
 from grader.assignment.spec import REPO_ROOT
 from grader.grading import Settings, grade_submission
@@ -46,6 +47,7 @@ def add(x, y):
 """
 ASSIGNMENT = load_assignment(REPO_ROOT / "assignments" / "vector_add")
 CPU_CASES = [i for i, case in enumerate(ASSIGNMENT.parts[0].cases) if case.runs_on("cpu")]
+GPU_CASES = [i for i, case in enumerate(ASSIGNMENT.parts[0].cases) if case.runs_on("cuda")]
 
 
 def with_hidden(indices: set[int]):
@@ -72,19 +74,22 @@ def visible_outputs(grade) -> dict[str, str]:
             "visible tests": json.dumps([(t["name"], t["output"]) for t in tests], ensure_ascii=False)}  # fmt: skip
 
 
-def grade_recorder(tmp_path: Path, hidden: set[int], arrange=None):
+def grade_recorder(tmp_path: Path, hidden: set[int], arrange=None, device: str = "cpu"):
     (tmp_path / "sub" / "vector_add").mkdir(parents=True)
     solution = (REPO_ROOT / "solutions" / "vector_add" / "vector_add.py").read_text()
     (tmp_path / "sub" / "vector_add" / "vector_add.py").write_text(solution + RECORDER)
     assignment = with_hidden(hidden)
-    grade = grade_submission(tmp_path / "sub", [assignment], Settings(device="cpu", arrange=arrange))
+    grade = grade_submission(tmp_path / "sub", [assignment], Settings(device=device, arrange=arrange))
     secrets = [signature(assignment.parts[0].cases[i]) for i in sorted(hidden)]
     return grade, secrets
 
 
-def test_hidden_cases_run_in_a_child_of_their_own_after_every_visible_one(tmp_path):
-    hidden = {CPU_CASES[1], CPU_CASES[3]}  # interleaved: visible, hidden, visible, hidden
-    grade, secrets = grade_recorder(tmp_path, hidden)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, requires_gpu])])
+def test_hidden_cases_run_in_a_child_of_their_own_after_every_visible_one(tmp_path, device):
+    """On the GPU tier too, where the timing child and the precompile pass run beside them."""
+    listed = CPU_CASES if device == "cpu" else GPU_CASES
+    hidden = {listed[1], listed[3]}  # interleaved: visible, hidden, visible, hidden
+    grade, secrets = grade_recorder(tmp_path, hidden, device=device)
     calls = {}
     for test in grade.tests:
         if found := re.search(r"process (\d+) at ([\d.]+) saw (.*)", test.output):
