@@ -10,6 +10,8 @@
 #   steady-alone-N[-K] tools/steady_grade.py alone --runs N (numbered from K): solutions/ graded N times
 #   steady-together    tools/steady_grade.py together: 3 rounds of 4 gradings of gelu + softmax at once,
 #                      half the cores spinning
+#   cold-NAME          grade solutions/ for assignment NAME with an empty cache of its own (XDG_CACHE_HOME), timed
+#   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
 #                      are also in $OUT/steady.jsonl as it ends: a command stopped at its limit keeps them)
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
@@ -57,6 +59,12 @@ for step in "$@"; do
                 $PY tools/steady_grade.py alone --runs "$runs" --first "$first" --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
     steady-together) $PY tools/steady_grade.py together --rounds 3 --gradings 4 --assignment gelu --assignment softmax \
                        --busy 0.5 --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
+    cold-*) cache=$(mktemp -d) && start=$(date +%s.%N)
+            XDG_CACHE_HOME="$cache" $PY -m grader grade --submission solutions --assignment "${step#cold-}" --device cuda \
+              --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30
+            echo "$step: $($PY -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$start") s of wall time"; rm -rf "$cache" ;;
+    service-load) $PY tools/service_load.py --device cuda --assignment gelu --out "$OUT/service-load" 2>&1 |
+                    tee "$OUT/service-load.log" | tail -n 40 ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
   esac
