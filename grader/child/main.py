@@ -283,7 +283,7 @@ def _target_reports(device: str):
         compiled = gpu_target.compile_all()
         targets = [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit, r.tf32_dots,
                                 r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator, r.skippable,
-                                resources=r.resources)
+                                resources=r.resources, cached=r.cached, key=r.key)
                    for r in compiled]  # fmt: skip
         return targets, [r.loads for r in compiled if r.loads is not None]
 

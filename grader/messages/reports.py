@@ -125,6 +125,8 @@ class TargetReport:
     skippable: bool = False  # its compile error is one the GPU's autotuner skips a config for (out of resources)
     missing_allocator: bool = False  # in-kernel tensor descriptors without triton.set_allocator
     resources: KernelResources | None = None  # what it asks of an SM and is made of, where it compiled
+    cached: bool = False  # Triton's cache held it already (the precompile pass's, an earlier grading's): only shown
+    key: str = ""  # Triton's cache key of it
 
 
 @dataclass
