@@ -145,6 +145,24 @@ def compile_all(target: Target = TARGET) -> list[KernelReport]:
     return [_report(_compile(key, target), usage) for key, usage in launched.items()]
 
 
+def launched() -> list[_Launch]:
+    """The specializations launched since compile_all (or forget_launches) last ran, in the order
+    of their first launch, taken unreported and uncompiled: a precompile child sends them to its
+    parent as data (child/precompile.py)."""
+    found = [_launches[key] for key in _since_last]
+    _since_last.clear()
+    return found
+
+
+def compile_specialization(kernel, signature: dict, constexprs: dict, attrs: dict, options: dict,
+                           target: Target = TARGET) -> KernelReport:  # fmt: skip
+    """Compile `kernel` (an InterpretedFunction) with a specialization recorded in another
+    process (`launched`), as the GPU compiles that launch, into Triton's cache, analysing nothing:
+    a precompile child's work (child/precompile.py)."""
+    report = _report_of(kernel, constexprs, options)
+    return _compile_once(_Launch(report, twin(kernel), signature, constexprs, attrs, options), target, False).report
+
+
 def forget_launches() -> None:
     """Drop the launches recorded since compile_all last ran, unreported: those of a task whose
     call raised before they were compiled (its verdict is that exception's). Left, they would be

@@ -207,9 +207,10 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
 
             correctness_autotune.install()  # a correctness run: its autotuners time configs briefly
     else:
-        from grader.child import interpreter
+        from grader.child import dry_run, interpreter
 
-        interpreter.install()
+        interpreter.install(dry=bool(job.precompile))
+        dry_run.install(job.precompile)  # a precompile child: student code sees the tier it predicts
     # torch's compiler cache folder (isolation.child_environment) exists on both tiers before any
     # student code runs, whether or not torch._dynamo is imported.
     os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
@@ -233,7 +234,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     # dies, and the parent says so). Student code may set no handler of its own (switches.py).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     root = Path(job.submission_dir)
-    hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
+    hooks.install(root, on_interpreted_launch=_target_recorder(job.device), dry=bool(job.precompile))
     if job.unguarded:  # tests only (messages/job.py): student code in full control of this process
         changed = HarnessSnapshot.take().changed
         refusals, is_library = (lambda: []), guard.library_test(root)
