@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import compile_cache, isolation, overlap, sandbox, submission_files
+from grader.running import compile_cache, isolation, overlap, precompile, sandbox, submission_files
 from grader.running.tasks import Budget, Phases, failure, launch_lost, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
@@ -55,6 +55,8 @@ class Settings:
     # in order, cases as assignment.toml lists them. A case keeps its index and seed whatever the
     # order, so no verdict may change with it (tools/case_isolation.py, test_case_isolation.py).
     arrange: Callable[[list[Task]], list[Task]] | None = None
+    # The precompile pass (running/precompile.py): compiling children at most; 0: none, no pass.
+    precompile: int = dataclasses.field(default_factory=precompile.workers)
 
 
 def _gpu_lock(grading) -> GpuLock | None:
@@ -102,13 +104,17 @@ class AssignmentGrading:
         builds = {part.name: self.build(part) for part in self.assignment.parts if part.is_cuda}
         self.built_kernels = {kernel for build in builds.values() for kernel in build.kernels}
         self.phases.add("build", sum(build.seconds for build in builds.values()))
-        self.job.libraries = self.private_libraries(builds)
+        self.job.libraries = cuda_build.private_copies(builds, self.libraries)
         # After the builds: a child's sandbox binds the libraries they made.
         first = self.spawn_correctness(builds)
         timer = self.spawn_timer(held=first is not None)
+        ahead = self.precompile(first)
         try:
             tests = self.graded(builds, timer, first)
         finally:
+            if ahead is not None:
+                ahead.stop()  # on the CPU tier, what it has not compiled by now is of no use
+                self.phases.precompiled = ahead.summary.line()
             for child in (timer, first):
                 if child is not None:
                     child.discard()  # where it got no job, or the grading broke off
@@ -134,6 +140,13 @@ class AssignmentGrading:
         if not any(has_cases(part) for part in self.assignment.parts):
             return None
         return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, "torch")
+
+    def precompile(self, first: isolation.Spawned | None) -> precompile.Precompile | None:
+        """The precompile pass (running/precompile.py), where a correctness child will run: on the
+        GPU tier its job waits for the pass, which costs none of the time limit."""
+        if first is None or not self.settings.precompile or not precompile.predicts(self.device):
+            return None
+        return precompile.ahead_of(self)
 
     def spawn_timer(self, held: bool = False) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
@@ -312,18 +325,6 @@ class AssignmentGrading:
     def build(self, part: Part) -> cuda_build.Build:
         self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")
         return cuda_build.build(self.cwd / part.file)
-
-    def private_libraries(self, builds: dict[str, cuda_build.Build]) -> dict[str, str]:
-        """Each CUDA part's library copied into this grading's folder: the build cache, which holds
-        every other student's libraries too, stays out of the child's sight."""
-        copies = {}
-        for name, build in builds.items():
-            if build.library:
-                copy = self.libraries / name / build.library.name
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(build.library, copy)
-                copies[name] = str(copy)
-        return copies
 
     def lacks_file(self, part: Part) -> bool:
         """A Python part whose file the submission does not have (a CUDA C part says so at its build)."""
