@@ -55,8 +55,9 @@ class Settings:
     # in order, cases as assignment.toml lists them. A case keeps its index and seed whatever the
     # order, so no verdict may change with it (tools/case_isolation.py, test_case_isolation.py).
     arrange: Callable[[list[Task]], list[Task]] | None = None
-    # The precompile pass (running/precompile.py): compiling children at most; 0: none, no pass.
-    precompile: int = dataclasses.field(default_factory=precompile.workers)
+    # The precompile pass's compiling children at most (running/precompile.py); 0: no pass; None:
+    # on the GPU tier a core each but one, none on the CPU tier (two cores: it made no grading faster).
+    precompile: int | None = None
 
 
 def _gpu_lock(grading) -> GpuLock | None:
@@ -144,9 +145,7 @@ class AssignmentGrading:
     def precompile(self, first: isolation.Spawned | None) -> precompile.Precompile | None:
         """The precompile pass (running/precompile.py), where a correctness child will run: on the
         GPU tier its job waits for the pass, which costs none of the time limit."""
-        if first is None or not self.settings.precompile or not precompile.predicts(self.device):
-            return None
-        return precompile.ahead_of(self)
+        return precompile.ahead_of(self) if first is not None else None
 
     def spawn_timer(self, held: bool = False) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch

@@ -28,6 +28,7 @@ _TEXT = {
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 # A Triton type: "*fp16", "i32", "constexpr", "tensordesc<fp16[64, 64]>", "*k", "nvTmaDesc" ...
 _TYPE = re.compile(r"[\w*<>\[\], ]{1,200}")
+_ATTRIBUTE = re.compile(r"[\w.]{1,100}")  # "tt.divisibility"
 MAX_PATH = 8  # an argument's path: its index, then indices into nested tuples
 
 
@@ -106,7 +107,7 @@ def well_formed(spec: Specialization, parts: set[str]) -> bool:
             and all(kind in _TEXT and _TEXT[kind].fullmatch(text) for kind, text in values)
             and all(0 < len(path) <= MAX_PATH and all(0 <= i < 10**4 for i in path) for path in paths)
             and all(_NAME.fullmatch(o.name) for o in spec.options)
-            and all(re.fullmatch(r"[\w.]{1,100}", a.name) for found in spec.attributes for a in found.given))  # fmt: skip
+            and all(_ATTRIBUTE.fullmatch(a.name) for found in spec.attributes for a in found.given))  # fmt: skip
 
 
 def identity(spec: Specialization) -> tuple:

@@ -25,8 +25,9 @@ it can do no more than in the graded children of its grading, which write the sa
 a submission whose import or calls misbehave there loses the pass's advice, nothing else.
 
 The GPU tier's correctness child gets its job once the pass is over (the wait is not counted
-against the assignment's time limit); on the CPU tier the pass runs beside the correctness child,
-which finds in the cache what the pass compiled first (gpu_target.compile_all).
+against the assignment's time limit). The CPU tier runs it only where asked (`children_for`),
+beside the correctness child, which finds in the cache what the pass compiled first
+(gpu_target.compile_all).
 """
 
 from __future__ import annotations
@@ -65,16 +66,23 @@ class Summary:
 
     def line(self) -> str:
         if not self.recorded:
-            return f"precompiled nothing ({len(self.missed)} calls or imports failed)" if self.missed else "precompiled nothing"
+            failed = f" ({len(self.missed)} calls or imports failed)" if self.missed else ""
+            return "precompiled nothing" + failed
         return (f"precompiled {self.compiled} of {self.recorded} kernels in {self.children} processes "
                 f"({self.cached} found compiled)")  # fmt: skip
 
 
-def workers() -> int:
-    """Compiling children at most: a core each of those this process may run on, but one (the
-    graded child's on the CPU tier, where the pass runs beside it; on a GPU, the other gradings')."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores - 1)
+def children_for(settings, device: str) -> int:
+    """Compiling children at most for a grading (`grading.Settings.precompile`; 0: no pass), its
+    share where assignments are graded side by side (`Settings.parallel`). By default, on the GPU
+    tier, a core each of those this process may run on but one (for the other gradings of the
+    machine); on the CPU tier none: measured on two cores, the pass beside the correctness child
+    made no grading faster (docs/measurements.md), the child's own compiles being the other core's."""
+    asked = settings.precompile
+    if asked is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        asked = cores - 1 if device == "cuda" else 0
+    return max(1, asked // max(1, settings.parallel)) if asked > 0 else 0
 
 
 def predicts(device: str) -> bool:
@@ -183,17 +191,17 @@ class Precompile(threading.Thread):
         return isolation.run_child(job, self.workdir, self.view, limit_s, compiled=self.compiled, spawned=child)
 
 
-def ahead_of(grading) -> Precompile:
-    """The pass for a grading (grading.AssignmentGrading), started, with its share of the
-    compiling children where assignments are graded side by side (`Settings.parallel`). On the
-    GPU tier it is over when this returns: the correctness child (spawned ahead, importing torch
-    meanwhile) gets its job after it, and the wait moves the grading's deadline and is its phase
-    "precompile". On the CPU tier it runs on, beside the correctness child; the grading stops it
-    once correctness is done."""
-    settings = grading.settings
+def ahead_of(grading) -> Precompile | None:
+    """The pass for a grading (grading.AssignmentGrading), started, where it has children
+    (`children_for`) and foresees the tier (`predicts`). On the GPU tier it is over when this
+    returns: the correctness child (spawned ahead, importing torch meanwhile) gets its job after
+    it, and the wait moves the grading's deadline and is its phase "precompile". On the CPU tier
+    it runs on, beside the correctness child; the grading stops it once correctness is done."""
+    workers = children_for(grading.settings, grading.device)
+    if not workers or not predicts(grading.device):
+        return None
     ahead = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
-                       grading.compiled, grading.budget.left(),
-                       max(1, settings.precompile // max(1, settings.parallel)))  # fmt: skip
+                       grading.compiled, grading.budget.left(), workers)  # fmt: skip
     ahead.start()
     if grading.device == "cuda":
         ahead.join()

@@ -79,14 +79,16 @@ class Phases(dict):
         self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, run.gpu_reserved_bytes)
         # The CPU tier's compiles for the GPU, each once, and whether Triton's cache held it already
         for done in run.outcomes.values():
-            self.compiles.update({t.key: t.cached for t in getattr(done.outcome, "activity", Activity()).targets if t.ok})
+            targets = getattr(done.outcome, "activity", Activity()).targets
+            self.compiles.update({target.key: target.cached for target in targets if target.ok})
 
     def line(self) -> str:
         line = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
         notes = ["kernels compiled by an earlier grading of these files"] if self.warm else []
         notes += [self.precompiled] if self.precompiled else []
         if self.compiles:
-            notes.append(f"{sum(self.compiles.values())} of {len(self.compiles)} kernels compiled for the GPU found in the cache")
+            found = sum(self.compiles.values())
+            notes.append(f"{found} of {len(self.compiles)} kernels compiled for the GPU found in the cache")
         if self.gpu_reserved_bytes:
             notes.append(f"GPU memory held by torch: at most {self.gpu_reserved_bytes / 2**30:.1f} GiB")
         return line + (f" ({'; '.join(notes)})" if notes else "")
