@@ -199,9 +199,10 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         _wait_at_gate(job.gate_fd)
     if job.device == "cuda":
         _prepare_cuda(job.gpu_memory_gib)
-        from grader.child import marks
+        from grader.child import hooked_picks, marks
 
         marks.install(job.device)  # the witness's marks, ready before any student code (marks.py)
+        hooked_picks.install()  # an autotuner's kept timings, for configs with a pre_hook too
         if not benchmarks:
             from grader.child import correctness_autotune
 
