@@ -4,8 +4,8 @@ Triton 3.6 keeps an autotuner's timings in the compilers' cache (TRITON_CACHE_AU
 later child with the same key reads them instead of timing again (timed_picks.py keeps a timing
 child's apart). But it gives up where any config has a `pre_hook` ("we can't serialize
 prehooks"): such an autotuner times every config again in every grading, warm ones included, and
-a regrade of the very same files may time another config than the first grading did (the
-matmul solution's tensor-descriptor configs set their tiles' shapes in a pre_hook).
+a regrade of the very same files may time another config than the first grading did (a
+matrix product's tensor-descriptor configs set their tiles' shapes in a pre_hook).
 
 A hook need not be written down: the configs are the student's own, in a cache folder of those
 very files (compile_cache.py). So the timings are kept by each config's text (what Triton's own

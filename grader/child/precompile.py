@@ -27,10 +27,9 @@ from grader.messages.specializations import Argument, Attribute, Attributes, Con
 MAX_MISSED_TEXT = 300  # characters of what a missed shape's call raised
 
 
-def record(worker, task) -> Recorded:
-    """Every specialization the part's calls launch, on every shape of the tier."""
-    from grader.child.worker import call
-
+def record(worker, task, call) -> Recorded:
+    """Every specialization the part's calls launch, on every shape of the tier; `call` is how the
+    harness hands control to student code (worker.call)."""
     part = worker.part(task)
     entry = worker.entry(part)  # an import that fails is the task's failure: nothing is recorded
     gpu_target.forget_launches()

@@ -313,7 +313,7 @@ class Worker:
 
     def run(self) -> None:
         runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe,
-                "record": lambda task: precompile.record(self, task),
+                "record": lambda task: precompile.record(self, task, call),
                 "compile": lambda task: precompile.compile_one(self, task)}  # a precompile child's (Job.precompile)
         reserved = 0
         for task in self.job.tasks:
