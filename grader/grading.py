@@ -56,7 +56,7 @@ class Settings:
     # order, so no verdict may change with it (tools/case_isolation.py, test_case_isolation.py).
     arrange: Callable[[list[Task]], list[Task]] | None = None
     # The precompile pass's compiling children at most (running/precompile.py); 0: no pass; None:
-    # on the GPU tier a core each but one, none on the CPU tier (two cores: it made no grading faster).
+    # a core each but one on the GPU tier, none on the CPU tier (precompile.children_for).
     precompile: int | None = None
 
 
@@ -109,13 +109,11 @@ class AssignmentGrading:
         # After the builds: a child's sandbox binds the libraries they made.
         first = self.spawn_correctness(builds)
         timer = self.spawn_timer(held=first is not None)
-        ahead = self.precompile(first)
         try:
+            if first is not None:  # the kernels it will launch, compiled in parallel (running/precompile.py)
+                precompile.ahead_of(self)
             tests = self.graded(builds, timer, first)
         finally:
-            if ahead is not None:
-                ahead.stop()  # on the CPU tier, what it has not compiled by now is of no use
-                self.phases.precompiled = ahead.summary.line()
             for child in (timer, first):
                 if child is not None:
                     child.discard()  # where it got no job, or the grading broke off
@@ -141,11 +139,6 @@ class AssignmentGrading:
         if not any(has_cases(part) for part in self.assignment.parts):
             return None
         return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, "torch")
-
-    def precompile(self, first: isolation.Spawned | None) -> precompile.Precompile | None:
-        """The precompile pass (running/precompile.py), where a correctness child will run: on the
-        GPU tier its job waits for the pass, which costs none of the time limit."""
-        return precompile.ahead_of(self) if first is not None else None
 
     def spawn_timer(self, held: bool = False) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch

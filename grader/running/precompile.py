@@ -16,18 +16,18 @@ while the machine's other cores waited. So, while the correctness child starts (
    (child/gpu_target.py) into the grading's cache, where Triton writes every entry to a temporary
    file and renames it, so that processes may share the folder.
 
-It is advice to the cache: no verdict depends on it. What it does not foresee, or fails to
-compile, a graded child compiles where it launches it, as before; what its children say is only
-counted (the phases line's summary). Each is started as a CPU-tier child is (isolation.spawn: the
-sandbox, the guard, the limits; no GPU in sight, no GPU lock held: nothing of it touches the
-GPU), niced as the GPU tier's compiling children are, and ends within its limit. Student code in
-it can do no more than in the graded children of its grading, which write the same cache folder;
-a submission whose import or calls misbehave there loses the pass's advice, nothing else.
+It is advice to the cache: no verdict depends on it. What it does not foresee, or fails to compile,
+a graded child compiles where it launches it, as before; what its children say is only counted (the
+phases line's summary). Each is started as a CPU-tier child is (isolation.spawn: the sandbox, the
+guard, the limits; no GPU in sight, no GPU lock held: nothing of it touches the GPU), niced on the
+GPU tier as its compiling children are, and ends within its limit. Student code in it can do no
+more than in the graded children of its grading, which write the same cache folder; a submission
+whose import or calls misbehave there loses the pass's advice, nothing else.
 
-The GPU tier's correctness child gets its job once the pass is over (the wait is not counted
-against the assignment's time limit). The CPU tier runs it only where asked (`children_for`),
-beside the correctness child, which finds in the cache what the pass compiled first
-(gpu_target.compile_all).
+On either tier the correctness child (spawned ahead, importing torch meanwhile) gets its job once
+the pass is over, and the wait is not counted against the assignment's time limit. Fewer than
+MIN_SHARE specializations, or a tier that gets no children (`children_for`), and there is no
+compiling child: the graded children compile them as before.
 """
 
 from __future__ import annotations
@@ -72,16 +72,20 @@ class Summary:
                 f"({self.cached} found compiled)")  # fmt: skip
 
 
+def cores() -> int:
+    """The cores this process may run on (a batch worker's share where it is pinned)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def children_for(settings, device: str) -> int:
     """Compiling children at most for a grading (`grading.Settings.precompile`; 0: no pass), its
     share where assignments are graded side by side (`Settings.parallel`). By default, on the GPU
-    tier, a core each of those this process may run on but one (for the other gradings of the
-    machine); on the CPU tier none: measured on two cores, the pass beside the correctness child
-    made no grading faster (docs/measurements.md), the child's own compiles being the other core's."""
+    tier, a core each but one (the other gradings' timed phases keep theirs); on the CPU tier none,
+    where a batch's workers or a test suite's keep every core busy already and the recording
+    child's start is all the pass would add (`grade` asks for every core: cli.py)."""
     asked = settings.precompile
     if asked is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        asked = cores - 1 if device == "cuda" else 0
+        asked = cores() - 1 if device == "cuda" else 0
     return max(1, asked // max(1, settings.parallel)) if asked > 0 else 0
 
 
@@ -96,43 +100,31 @@ def predicts(device: str) -> bool:
     return torch.cuda.get_device_capability(0) == TARGET_CAPABILITY
 
 
-class Precompile(threading.Thread):
-    """The pass for one grading, on a thread of its own: `start()`, then `join()` (the GPU tier,
-    before the correctness child's job) or `stop()` (the CPU tier, once correctness is done: what
-    is left to compile is of no use). It never raises into the grading."""
+class Precompile:
+    """The pass for one grading: `run()` records, then compiles, and returns when every child of
+    it has ended. It never raises into the grading."""
 
     def __init__(self, job: Job, assignment: Assignment, tier: str, workdir: Path, view: sandbox.View | None,
                  compiled: Path, limit_s: float, workers: int):  # fmt: skip
-        super().__init__(daemon=True, name=f"precompile-{assignment.name}")
         self.assignment, self.tier, self.workdir, self.view, self.compiled = assignment, tier, workdir, view, compiled
         # A CPU-tier child of the grading's own files: no GPU, no witness, no CUDA library.
         self.job = dataclasses.replace(job, device="cpu", precompile=tier, tasks=[], compiles=[], libraries={},
                                        witness=False, gate_fd=-1)  # fmt: skip
         self.limit_s, self.workers = limit_s, max(1, workers)
         self.summary = Summary()
-        self._children: list[isolation.Spawned] = []
-        self._stopped = False
-        self._guard = threading.Lock()
+        self._counting = threading.Lock()
 
-    def run(self) -> None:
+    def run(self) -> Summary:
         started = time.monotonic()
         try:
             specs = self.record()
-            if specs:
+            if len(specs) >= MIN_SHARE:  # fewer: a child's start would cost what compiling them does
                 self.compile(specs)
         except Exception as error:  # a fault of the grader's own: the pass was only advice
             self.summary.missed.append(f"the pass broke off: {type(error).__name__}: {error}")
         finally:
             self.summary.seconds = time.monotonic() - started
-
-    def stop(self) -> None:
-        """End every child of the pass now, start no other, and wait for the thread."""
-        with self._guard:
-            self._stopped = True
-            for child in self._children:
-                if child.process.poll() is None:  # not yet reaped: its processes are its own still
-                    child.watchdog.kill_all()
-        self.join()
+        return self.summary
 
     def record(self) -> list[Specialization]:
         parts = [part for part in self.assignment.parts if cases.launched_on(part, self.tier)]
@@ -140,7 +132,7 @@ class Precompile(threading.Thread):
         run = self._run(tasks, [], min(RECORD_LIMIT_S, self.limit_s))
         found: dict[tuple, Specialization] = {}
         for task in tasks:
-            done = run.outcomes.get(task.id) if run is not None else None
+            done = run.outcomes.get(task.id)
             outcome = done.outcome if done is not None else None
             if not isinstance(outcome, Recorded):
                 self.summary.missed.append(f"{task.part}: nothing recorded")
@@ -171,40 +163,31 @@ class Precompile(threading.Thread):
         try:
             run = self._run(tasks, share, min(COMPILE_LIMIT_S, self.limit_s))
         except Exception as error:  # the grader's own fault (a child that could not start): only advice lost
-            with self._guard:
+            with self._counting:
                 self.summary.missed.append(f"a compiling child broke off: {type(error).__name__}: {error}")
             return
-        for done in run.outcomes.values() if run is not None else ():
+        for done in run.outcomes.values():
             if isinstance(done.outcome, Precompiled) and done.outcome.compiled:
-                with self._guard:
+                with self._counting:
                     self.summary.compiled += 1
                     self.summary.cached += done.outcome.cached
 
     def _run(self, tasks: list[Task], compiles: list[Specialization], limit_s: float):
-        """One child over `tasks`, ended within `limit_s`; None once the pass is stopped."""
+        """One child over `tasks`, ended within `limit_s`."""
         job = dataclasses.replace(self.job, tasks=tasks, compiles=compiles)
-        with self._guard:
-            if self._stopped:
-                return None
-            child = isolation.spawn(job, self.workdir, self.view, False, self.compiled)
-            self._children.append(child)
-        return isolation.run_child(job, self.workdir, self.view, limit_s, compiled=self.compiled, spawned=child)
+        return isolation.run_child(job, self.workdir, self.view, limit_s, compiled=self.compiled)
 
 
-def ahead_of(grading) -> Precompile | None:
-    """The pass for a grading (grading.AssignmentGrading), started, where it has children
-    (`children_for`) and foresees the tier (`predicts`). On the GPU tier it is over when this
-    returns: the correctness child (spawned ahead, importing torch meanwhile) gets its job after
-    it, and the wait moves the grading's deadline and is its phase "precompile". On the CPU tier
-    it runs on, beside the correctness child; the grading stops it once correctness is done."""
+def ahead_of(grading) -> Summary | None:
+    """The pass for a grading (grading.AssignmentGrading), where it has children (`children_for`)
+    and foresees the tier (`predicts`), run to its end: the correctness child's job waits for it.
+    The wait moves the grading's deadline, and is its phase "precompile"."""
     workers = children_for(grading.settings, grading.device)
     if not workers or not predicts(grading.device):
         return None
-    ahead = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
-                       grading.compiled, grading.budget.left(), workers)  # fmt: skip
-    ahead.start()
-    if grading.device == "cuda":
-        ahead.join()
-        grading.budget.deadline += ahead.summary.seconds
-        grading.phases.add("precompile", ahead.summary.seconds)
-    return ahead
+    summary = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
+                         grading.compiled, grading.budget.left(), workers).run()  # fmt: skip
+    grading.budget.deadline += summary.seconds
+    grading.phases.add("precompile", summary.seconds)
+    grading.phases.precompiled = summary.line()
+    return summary
