@@ -18,7 +18,6 @@ from rich.text import Text
 
 from grader.kernels import profiling
 from grader.reporting import report, terminal
-from grader.running import precompile
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
 from grader.running.gpu_lock import GpuLock
@@ -102,12 +101,9 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
         # Kernels compiled here stay for the next grading of the same files (compile_cache.py); on
         # a GPU the assignments are graded side by side (overlap.py).
         # On a GPU, every grading of the machine takes turns to time through one lock (gpu_lock.py).
-        # On the CPU tier, one grading on a machine of its own (a student's): the precompile pass
-        # compiles on every core while the correctness child waits (running/precompile.py).
         settings = Settings(device=device, progress=lambda text: status.update(text), cache=CACHE_ROOT,
                             owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments),
-                            gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None,
-                            precompile=precompile.cores() if device == "cpu" else None)  # fmt: skip
+                            gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None)  # fmt: skip
         result = grade_submission(args.submission.resolve(), assignments, settings)
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)

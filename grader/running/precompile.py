@@ -25,9 +25,10 @@ more than in the graded children of its grading, which write the same cache fold
 whose import or calls misbehave there loses the pass's advice, nothing else.
 
 On either tier the correctness child (spawned ahead, importing torch meanwhile) gets its job once
-the pass is over, and the wait is not counted against the assignment's time limit. Fewer than
-MIN_SHARE specializations, or a tier that gets no children (`children_for`), and there is no
-compiling child: the graded children compile them as before.
+the pass is over, and the wait is not counted against the assignment's time limit. Where fewer
+than two children would get MIN_SHARE specializations each, none starts (one child compiles them
+no sooner than the correctness child would, and its start costs a few compiles), nor where a tier
+gets no children (`children_for`): the graded children compile them as before.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from grader.running import isolation, sandbox
 RECORD_LIMIT_S = 120.0  # the recording child: an import and one call per shape, none of them run
 COMPILE_LIMIT_S = 300.0  # each compiling child
 MAX_SPECIALIZATIONS = 4096  # FlashAttention's solution launches 266 on the GPU tier
-MIN_SHARE = 4  # specializations a compiling child gets at least: its start costs a few compiles' time
+MIN_SHARE = 3  # specializations a compiling child gets at least: its start costs a few compiles' time
 TARGET_CAPABILITY = (9, 0)  # what the children compile for: child/target.py's TARGET (tests/test_precompile.py)
 
 
@@ -68,6 +69,8 @@ class Summary:
         if not self.recorded:
             failed = f" ({len(self.missed)} calls or imports failed)" if self.missed else ""
             return "precompiled nothing" + failed
+        if not self.children:
+            return f"foresaw {self.recorded} kernels, too few to compile ahead"
         return (f"precompiled {self.compiled} of {self.recorded} kernels in {self.children} processes "
                 f"({self.cached} found compiled)")  # fmt: skip
 
@@ -80,9 +83,10 @@ def cores() -> int:
 def children_for(settings, device: str) -> int:
     """Compiling children at most for a grading (`grading.Settings.precompile`; 0: no pass), its
     share where assignments are graded side by side (`Settings.parallel`). By default, on the GPU
-    tier, a core each but one (the other gradings' timed phases keep theirs); on the CPU tier none,
-    where a batch's workers or a test suite's keep every core busy already and the recording
-    child's start is all the pass would add (`grade` asks for every core: cli.py)."""
+    tier, a core each but one (the other gradings' timed phases keep theirs); on the CPU tier none:
+    measured on two cores, FlashAttention's solution graded in a third to a half less time, but
+    every smaller assignment paid for the recording child's start, and a student's starter would
+    pay it for nothing (docs/measurements.md)."""
     asked = settings.precompile
     if asked is None:
         asked = cores() - 1 if device == "cuda" else 0
@@ -118,8 +122,9 @@ class Precompile:
         started = time.monotonic()
         try:
             specs = self.record()
-            if len(specs) >= MIN_SHARE:  # fewer: a child's start would cost what compiling them does
-                self.compile(specs)
+            count = min(self.workers, len(specs) // MIN_SHARE)
+            if count >= 2:  # one child would compile them no sooner than the graded child does
+                self.compile(specs, count)
         except Exception as error:  # a fault of the grader's own: the pass was only advice
             self.summary.missed.append(f"the pass broke off: {type(error).__name__}: {error}")
         finally:
@@ -145,10 +150,9 @@ class Precompile:
         self.summary.recorded = len(found)
         return list(found.values())
 
-    def compile(self, specs: list[Specialization]) -> None:
+    def compile(self, specs: list[Specialization], count: int) -> None:
         """Shares of `specs`, dealt in turn (each child goes through them in the order the cases
-        launched them), to as many children as the cores allow, all at once."""
-        count = max(1, min(self.workers, len(specs) // MIN_SHARE))
+        launched them), to `count` children at once."""
         shares = [specs[i::count] for i in range(count)]
         self.summary.children = count
         threads = [threading.Thread(target=self._compile_share, args=(share,), daemon=True) for share in shares]
@@ -179,11 +183,13 @@ class Precompile:
 
 
 def ahead_of(grading) -> Summary | None:
-    """The pass for a grading (grading.AssignmentGrading), where it has children (`children_for`)
-    and foresees the tier (`predicts`), run to its end: the correctness child's job waits for it.
+    """The pass for a grading (grading.AssignmentGrading), where it has children (`children_for`), a
+    part launches Triton kernels and it foresees the tier (`predicts`), run to its end: the
+    correctness child's job waits for it.
     The wait moves the grading's deadline, and is its phase "precompile"."""
     workers = children_for(grading.settings, grading.device)
-    if not workers or not predicts(grading.device):
+    launching = any(cases.launched_on(part, grading.device) for part in grading.assignment.parts)
+    if not workers or not launching or not predicts(grading.device):
         return None
     summary = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
                          grading.compiled, grading.budget.left(), workers).run()  # fmt: skip
