@@ -31,16 +31,30 @@ from grader.running.orphans import children
 TESTS = Path(__file__).resolve().parent
 HOSTILE = TESTS / "submissions" / "vector_add"
 
-# Written for a GPU, as the course's solutions are: one fixed small tile under the interpreter, an
-# autotuner on a GPU whose pruner asks torch.cuda for the device. The pass must take the GPU's path.
-AUTOTUNED = '''
+# The solution's kernel, autotuned over two configs on both tiers: under the interpreter every
+# config of every case compiles for the GPU too.
+TUNED = (REPO_ROOT / "solutions" / "vector_add" / "vector_add.py").read_text() + """
+
+def fitting(configs, named_args, **kwargs):
+    return configs
+
+
+CONFIGS = [triton.Config({"BLOCK_SIZE": 64}), triton.Config({"BLOCK_SIZE": 128}, num_warps=2)]
+PRUNE = {"early_config_prune": lambda *a, **k: fitting(*a, **k)}  # the module's `fitting`, as it is at the call
+tuned = triton.autotune(configs=CONFIGS, key=["n_elements"], prune_configs_by=PRUNE)(add_kernel)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+    return out
+"""
+# Written for a GPU, as the course's solutions are: one fixed small tile under the interpreter, the
+# autotuner on a GPU, whose pruner asks torch.cuda for the device. The pass must take the GPU's path.
+AUTOTUNED = TUNED + """
 import os
 
-import torch
-import triton
-import triton.language as tl
-
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+tuned_add, INTERPRETED = add, os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def fitting(configs, named_args, **kwargs):
@@ -48,54 +62,19 @@ def fitting(configs, named_args, **kwargs):
     return configs
 
 
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-
-tuned = triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=2), triton.Config({"BLOCK": 1024}, num_warps=4)],
-                        key=["n"], prune_configs_by={"early_config_prune": fitting})(add_kernel)
-
-
 def add(x, y):
+    if not INTERPRETED:
+        return tuned_add(x, y)
     out = torch.empty_like(x)
-    n = x.numel()
-    if INTERPRETED:
-        add_kernel[(triton.cdiv(n, 64),)](x, y, out, n, BLOCK=64)
-    else:
-        tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, out, x.numel(), BLOCK_SIZE=64)
     return out
-'''
+"""
 
 
 def _submission(root: Path, source: str) -> Path:
     (root / "vector_add").mkdir(parents=True)
     (root / "vector_add" / "vector_add.py").write_text(source)
     return root
-
-
-# Autotuned on both tiers: under the interpreter every config of every case compiles for the GPU too.
-TUNED_EVERYWHERE = """
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}, num_warps=2)], key=["n"])
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-
-def add(x, y):
-    out = torch.empty_like(x)
-    add_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, out, x.numel())
-    return out
-"""
 
 
 def _pass(submission: Path, tier: str, limit_s: float = 300.0, workers: int = 2, name: str = "vector_add",
@@ -161,7 +140,7 @@ def test_the_cpu_tiers_child_finds_what_the_pass_compiled(tmp_path):
     (gpu_target.compile_all): after the pass (asked for, as `grade` asks), each of those compiles
     finds Triton's cache holding it, and the verdicts are a grading's without the pass."""
     (assignment,) = load_assignments(["vector_add"])
-    submission = _submission(tmp_path / "student", TUNED_EVERYWHERE)
+    submission = _submission(tmp_path / "student", TUNED)
     grading = AssignmentGrading(assignment, submission, Settings(device="cpu", precompile=2))
     try:
         tests = grading.run()
