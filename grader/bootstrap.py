@@ -29,10 +29,13 @@ CPU_STACK = [f"torch=={_PIN['torch-cpu']}", f"triton=={_PIN['triton']}", f"numpy
 LIGHT = {"jinja2": "jinja2", "rich": "rich", "pytest": "pytest>=8.1,<9", "numpy": "numpy"}
 # Only `batch` and `make bench` need these (dask's distributed brings PyYAML, for Gradescope's metadata, and psutil);
 # copydetect is the batch's similarity review (without it the batch says the review was skipped);
-# pytest-xdist lets `make test` grade on two cores at once. A GPU image without them and without a network
-# still grades: `make grade` and `make test` go on without (the tests then run one at a time).
+# pytest-xdist lets `make test` grade on two cores at once; FastAPI, uvicorn and python-multipart are the
+# submission service's (`serve`), websocket-client its browser test's (Chromium's DevTools protocol). A GPU image
+# without them and without a network still grades: `make grade` and `make test` go on without (the tests then
+# run one at a time; the service's skip, saying why).
 OPTIONAL = {"distributed": "dask[distributed]", "pytest_benchmark": "pytest-benchmark", "xdist": "pytest-xdist",
-            "copydetect": "copydetect==0.5.0"}
+            "copydetect": "copydetect==0.5.0", "fastapi": "fastapi", "uvicorn": "uvicorn",
+            "python_multipart": "python-multipart", "websocket": "websocket-client"}
 
 
 # What a grading's processes import (the `grade` or batch process, a batch's workers, a child): on a

@@ -1,4 +1,4 @@
-"""`python -m grader grade|profile|batch|override|release|gradescope ...` (docs/staff.md).
+"""`python -m grader grade|profile|batch|override|release|gradescope|tokens|serve|submit ...` (docs/staff.md).
 
 Exit status: 0 when grading ran, whatever the score; 2 for a usage error (unknown assignment,
 missing directory, no GPU for --device cuda); 1 for a fault of the grader itself.
@@ -7,7 +7,6 @@ missing directory, no GPU for --device cuda); 1 for a fault of the grader itself
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import traceback
@@ -17,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from grader.kernels import profiling
-from grader.reporting import report, terminal
+from grader.reporting import profile_table, report, terminal
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
 from grader.running.gpu_lock import GpuLock
@@ -26,6 +25,7 @@ from grader.reporting.results_json import write_json
 from grader.assignment.loading import load_assignments
 from grader.assignment.spec import REPO_ROOT
 from grader.assignment.toml_table import SpecError
+from grader.service import commands as service
 
 USAGE_ERROR, GRADER_FAULT = 2, 1
 
@@ -60,16 +60,22 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--student", action="append", default=None,
                        help="grade only this student (repeatable); the others' stored grades stay in the outputs")
     batch.add_argument("--course", type=Path, help="course.toml: deadlines, late policy, similarity, leaderboard, Canvas")
+    batch.add_argument("--advisory", action="store_true",
+                       help="on the CPU tier, export canvas.csv anyway, under columns marked advisory (without a GPU "
+                            "the points are advice: nothing is timed and no CUDA C runs)")  # fmt: skip
     override = commands.add_parser("override", help="set a student's points for an assignment, with a reason")
     override.add_argument("--out", type=Path, required=True, help="the batch's output folder (its gradebook.sqlite)")
     override.add_argument("student", help="the student as the batch names them")
     override.add_argument("assignment", help="the assignment")
-    override.add_argument("--points", type=float, required=True, help="the assignment's points for the student")
+    override.add_argument("--points", type=float,
+                          help="the assignment's points for the student: 0 to its most, bonus included")  # fmt: skip
+    override.add_argument("--clear", action="store_true", help="remove the override in force (the history keeps it)")
     override.add_argument("--reason", required=True, help="why, in words the student will read")
     release = commands.add_parser("release", help="write the student bundle: no solutions, no known-wrong submissions")
     release.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
     gradescope = commands.add_parser("gradescope", help="write Gradescope's autograder zip")
     gradescope.add_argument("--out", type=Path, default=Path("autograder.zip"), help="the zip to write")
+    service.add_parsers(commands)  # tokens, serve, submit: the submission service (grader/service/)
     return parser
 
 
@@ -115,7 +121,7 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
                                          args.timeout_s)  # fmt: skip
         profiling.write_json(profiled, args.json.with_name("profile.json"))
         report.write_html(result, args.html, profiled)
-        terminal.print_profile(profiled, console)
+        profile_table.print_profile(profiled, console, str(args.html))
     console.print(report.plain(f"Report: {args.html}   results.json: {args.json}"))
     return 0
 
@@ -145,7 +151,8 @@ def batch(args: argparse.Namespace, console: Console) -> int:
     students = frozenset(args.student) if args.student else None
     options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
                              args.workers, args.scheduler, args.regrade, students,
-                             args.course.resolve() if args.course else None, sandboxed=not args.no_sandbox)  # fmt: skip
+                             args.course.resolve() if args.course else None, sandboxed=not args.no_sandbox,
+                             advisory=args.advisory)  # fmt: skip
     try:
         return engine.run(options, console)
     except (IntakeError, engine.SetupError) as error:
@@ -153,32 +160,47 @@ def batch(args: argparse.Namespace, console: Console) -> int:
 
 
 def override(args: argparse.Namespace, console: Console) -> int:
-    """Keep the override in the gradebook, then write the last batch's outputs again (grading nobody)."""
+    """Keep the override (or its removal) in the gradebook, then write the last batch's outputs
+    again (grading nobody)."""
     from grader.course import overrides
     from grader.course.gradebook import Gradebook
 
     book_path = args.out / "gradebook.sqlite"
     if not book_path.is_file():
         raise UsageError(f"--out {args.out}: no gradebook.sqlite there (run `batch` first)")
-    if not math.isfinite(args.points) or not args.reason.strip():
-        raise UsageError("--points must be a number and --reason must say why")
+    if (args.points is None) == (not args.clear) or not args.reason.strip():
+        raise UsageError("give --points P or --clear (one of them), and --reason saying why")
+    [assignment] = _assignments([args.assignment])
     with Gradebook(book_path) as book:
-        graded = overrides.graded_students(book.connection)
-        if args.student not in graded:
+        if args.student not in overrides.graded_students(book.connection):
             raise UsageError(f"{args.student}: no grade for this student in {book_path}")
-        _assignments([args.assignment])
-        done = overrides.record(book.connection, args.student, args.assignment, args.points, args.reason.strip())
+        try:
+            if args.clear:
+                done = overrides.clear(book.connection, args.student, args.assignment, args.reason.strip())
+            else:
+                overrides.check_points(args.points, assignment.points_possible(bonus=True))
+                done = overrides.record(book.connection, args.student, args.assignment, args.points,
+                                        args.reason.strip())  # fmt: skip
+        except overrides.OverrideError as error:
+            raise UsageError(str(error)) from None
         last = overrides.last_batch(book.connection)
-    console.print(report.plain(f"Override kept ({done.made_at}): {done.student} {done.assignment} = {done.points:g} "
-                               f"points: {done.reason}"))  # fmt: skip
+    what = f"cleared (it was {done.points:g} points)" if done.cleared else f"= {done.points:g} points"
+    console.print(report.plain(f"Override kept ({done.made_at}): {done.student} {done.assignment} {what}: "
+                               f"{done.reason}"))  # fmt: skip
     if last is None:
         console.print("No batch has run into this folder yet: the next `batch` shows the override.")
         return 0
+    return _rewrite(args.out, last, console)
+
+
+def _rewrite(out: Path, last: dict, console: Console) -> int:
+    """The last batch's outputs written again from the gradebook, as that batch was run, grading nobody."""
     from grader.course import batch as engine
 
-    options = engine.Options(Path(last["submissions"]), args.out.resolve(), _assignments(last["assignments"]),
+    options = engine.Options(Path(last["submissions"]), out.resolve(), _assignments(last["assignments"]),
                              last["device"], None, None, False, frozenset(),
-                             Path(last["course"]) if last["course"] else None)  # fmt: skip
+                             Path(last["course"]) if last["course"] else None,
+                             advisory=bool(last.get("advisory")))  # fmt: skip
     try:
         return engine.run(options, console)
     except (engine.SetupError, engine.intake.IntakeError) as error:
@@ -207,7 +229,7 @@ def gradescope(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"grade": grade, "profile": profile, "batch": batch, "override": override, "release": release,
-            "gradescope": gradescope}  # fmt: skip
+            "gradescope": gradescope, **service.COMMANDS}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

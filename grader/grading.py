@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import compile_cache, isolation, overlap, precompile, sandbox, submission_files
-from grader.running.tasks import Budget, Phases, failure, launch_lost, run_tasks
+from grader.running import compile_cache, hidden_runs, isolation, overlap, precompile, sandbox, submission_files
+from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
 from grader.judging import scoring
@@ -182,12 +182,11 @@ class AssignmentGrading:
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         with self.gpu("correctness") as gate:
             gate = self.after_import(gate, timer)
-            results = run_tasks(self.job, [t for t in tasks if t.part not in missing], self.workdir, self.view,
-                                self.budget, self.phases, "correctness", gate, self.compiled, first)  # fmt: skip
-            again = [t for t in tasks if t.id in results and launch_lost(results[t.id])]
-            if again:  # once, in a fresh child: a kernel no launch can be tied to is judged only if it comes back
-                results.update(run_tasks(self.job, again, self.workdir, self.view, self.budget, self.phases,
-                                         "correctness", gate, self.compiled))  # fmt: skip
+            run = functools.partial(run_tasks, self.job, workdir=self.workdir, view=self.view, budget=self.budget,
+                                    phases=self.phases, phase="correctness", gate=gate)  # fmt: skip
+            # Hidden cases last, in a child of their own (hidden_runs.py).
+            results = hidden_runs.visible_then_hidden(run, [t for t in tasks if t.part not in missing], self.assignment,
+                                                      self.compiled, self.workdir, first)  # fmt: skip
         results.update({t.id: missing[t.part] for t in tasks if t.part in missing})
         with self.judging():
             judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
@@ -197,10 +196,11 @@ class AssignmentGrading:
         for part in self.assignment.parts:  # every verdict is in: no GPU work is left
             verdicts = [v for _, v in judged[part.name]]
             # What each task's child said, before tampering took precedence in its verdict: an
-            # import refused as tampering still did not load.
-            said = [Verdict(r.outcome.reason, r.outcome.message) for t in tasks if t.part == part.name
-                    for r in [results[t.id]] if isinstance(r.outcome, Failure)]  # fmt: skip
-            tests.append(scoring.build_test(self.assignment.name, part, builds.get(part.name), verdicts + said))
+            # import refused as tampering still did not load. Students read it: a hidden case's words wait.
+            said = [(hidden_runs.is_hidden(self.assignment, t), Verdict(r.outcome.reason, r.outcome.message))
+                    for t in tasks if t.part == part.name for r in [results[t.id]] if isinstance(r.outcome, Failure)]  # fmt: skip
+            loaded = hidden_runs.shown([(case.hidden, v) for case, v in judged[part.name]] + said)
+            tests.append(scoring.build_test(self.assignment.name, part, builds.get(part.name), loaded))
             tests.extend(scoring.case_tests(self.assignment.name, part, judged[part.name]))
             tests.extend(scoring.performance_tests(self.assignment.name, part, self.device, verdicts, timed))
         return tests

@@ -12,6 +12,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -74,6 +75,34 @@ def grade(submission: Path, assignments: list[str], device: str = "cpu", timeout
     if parts:
         chosen = [dataclasses.replace(a, parts=tuple(p for p in a.parts if p.name in parts)) for a in chosen]
     return grade_submission(submission, chosen, settings)
+
+
+def repository_files(repo: Path) -> list[str]:
+    """Every file of the checkout that git does not ignore (tracked, or new and not yet added)."""
+    command = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    try:
+        listed = subprocess.run(command, cwd=repo, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: which files belong to the repository is unknown")
+    return [name for name in listed.split("\0") if name and (repo / name).is_file()]
+
+
+def fresh_checkout(destination: Path) -> tuple[Path, dict[str, str]]:
+    """The repository as a fresh clone of this working tree has it (its files, none that git
+    ignores: no .venv/, no results/), set up by its own `make`, which makes its .venv/ reuse this
+    interpreter's torch and Triton as on a GPU image (grader/bootstrap.py). Returns the folder and
+    the environment to run its commands in: this run's make, pytest and virtual environment
+    variables left out, as in a reader's shell."""
+    for name in repository_files(REPO_ROOT):
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / name, destination / name)
+    prefixes = ("MAKE", "MFLAGS", "PYTEST", "VIRTUAL_ENV", "PYTHON", "COLUMNS", "LINES")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
+    env["PYTHON"] = sys.executable  # the Python `make` sets .venv/ up from (the Makefile's PYTHON)
+    done = subprocess.run(["make", ".venv/.ready"], cwd=destination, env=env, capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return destination, env
 
 
 def gradebook_rows(out: Path) -> int:
@@ -251,7 +280,8 @@ def submission_dir(request) -> Path:
 # orders the rest.) The modules whose tests run in this process alone, 700 of them in 7 s
 # altogether, are handed out LAST: a worker keeps up to three tests in hand, and three gradings
 # of 10-30 s each at the end had left the other worker with nothing to do meanwhile.
-FIRST = ("test_hostile_batch", "test_reference_submissions", "test_batch", "test_course_batch", "test_corpus")
+FIRST = ("test_hostile_batch", "test_reference_submissions", "test_service", "test_batch", "test_course_class",
+         "test_course_batch", "test_corpus")
 LAST = ("test_dispatch_state", "test_strength", "test_intake", "test_channel", "test_bootstrap", "test_sandbox",
         "test_case_inputs", "test_occupancy", "test_fusion", "test_spec", "test_text", "test_ptx", "test_diagnosis",
         "test_numerics", "test_timing", "test_scoring", "test_gpu", "test_witness_gpu")

@@ -13,18 +13,20 @@ import dataclasses
 import io
 import json
 import math
+import re
 import sqlite3
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 from rich.console import Console
 
 from grader.judging import verdicts as judging
 from grader.reporting import hidden, report, summary
 from grader.reporting import terminal as terminal_table
-from grader.course import adjustments, canvas, late, leaderboard, outputs, overrides, similarity
+from grader.course import adjustments, advisory, canvas, late, leaderboard, outputs, overrides, similarity
 from grader.course.config import DEFAULT_THRESHOLD, Course, CourseError, LatePolicy, load_course
 from grader.course.gradebook import Entry, Gradebook, Key
 from grader.messages.reports import Activity, BenchReport, Timings
@@ -77,7 +79,8 @@ def test_course_toml_gives_due_times_in_their_zones_and_extensions(tmp_path):
     loaded = course(tmp_path)
     due, extended = loaded.due_for("alice", "vector_add")
     assert due == datetime(2026, 9, 16, 3, 59, tzinfo=timezone.utc) and not extended  # 23:59 in New York (EDT)
-    assert loaded.due_for("Bob", "vector_add") == (due + timedelta(days=2), True)  # names compare without case
+    assert loaded.due_for("bob", "vector_add") == (due + timedelta(days=2), True)
+    assert loaded.due_for("Bob", "vector_add") == (due, False)  # names compare exactly: Bob is not bob
     assert loaded.due_for("bob", "softmax") == (datetime(2026, 10, 1, 10, 0, tzinfo=timezone.utc), False)
     assert loaded.due_for("carol", "vector_add")[0] == datetime(2026, 9, 30, 13, 0, tzinfo=timezone.utc)
     assert loaded.due_for("alice", "matmul") is None  # no deadline: no lateness at all
@@ -133,11 +136,25 @@ class SimpleSubmission:
     student: str
     source: Path
 
+    @property
+    def people(self) -> tuple[str, ...]:
+        return (self.student,)
+
+
+@dataclasses.dataclass
+class GroupSubmission(SimpleSubmission):
+    members: tuple[str, ...] = ()
+
+    @property
+    def people(self) -> tuple[str, ...]:
+        return self.members
+
 
 def test_submission_times_come_from_a_csv_beside_the_submissions(tmp_path):
     loaded = course(tmp_path)
     folder, submissions = _times_folder(tmp_path)
-    times = late.submission_times(folder, submissions, loaded)
+    times, unread = late.submission_times(folder, submissions, loaded)
+    assert unread == []
     on_time = late.lateness(loaded, "alice", "vector_add", times)
     assert (on_time.days, on_time.share, on_time.source) == (0, 0.0, "times.csv")
     extended = late.lateness(loaded, "bob", "vector_add", times)  # 32 h after the due time, inside two more days
@@ -159,7 +176,7 @@ def test_submission_times_come_from_gradescope_metadata(tmp_path):
     (folder / "submission_metadata.yml").write_text(EXPORT_METADATA)
     submissions = [SimpleSubmission("ada@example.edu", folder / "submission_111")]
     loaded = course(tmp_path, "[assignments.vector_add]\ndue = 2026-01-09T12:00:00-08:00\n[late]\nper_day = 0.25")
-    times = late.submission_times(folder, submissions, loaded)
+    times, _ = late.submission_times(folder, submissions, loaded)
     found = late.lateness(loaded, "ada@example.edu", "vector_add", times)  # created_at 2026-01-10 12:00 -08:00
     assert (found.days, found.share, found.source) == (1, 0.25, "Gradescope")
     assert late.gradescope_time("2026-01-10 12:00:00.123456789 -08:00") == datetime(
@@ -278,9 +295,9 @@ def test_a_hidden_case_keeps_its_inputs_and_diagnosis_from_the_student(tmp_path,
                         "max abs error 3.5 at index 93 of float16 97", {"where": where}, hidden=True)  # fmt: skip
     shown = TestResult("vector_add", "add", "correctness", "vector_add/add: float32 1", "ok", 1.0, 1.0, "")
     grade = Grade("alice", [shown, secret], {"device": "cpu", "tier": "CPU"}, 1.0)
-    html = report.render_html(grade)
-    assert "hidden case 1" in html and hidden.HIDDEN_OUTPUT in html and "wrong_result" in html
-    assert "float16 97" not in html and "index 93" not in html and "Where it is wrong" not in html
+    page = report.render_html(grade)
+    assert "hidden case 1" in page and hidden.HIDDEN_OUTPUT in page and "wrong_result" in page
+    assert "float16 97" not in page and "index 93" not in page and "Where it is wrong" not in page
     terminal = io.StringIO()
     terminal_table.print_table(grade, Console(file=terminal, width=200))
     assert "float16 97" not in terminal.getvalue() and "hidden case 1" in terminal.getvalue()
@@ -300,18 +317,60 @@ ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Lab 0 (999),Current Scor
 def test_the_canvas_export_keeps_the_roster_columns_and_adds_a_column_per_assignment(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text("\ufeff" + ROSTER)  # Canvas writes a byte-order mark
-    points = {"jdoe@uni.edu": {"vector_add": 5.5}, "S102": {"vector_add": 3.0}, "zed": {"vector_add": 1.0}}
-    unmatched = canvas.write_import(roster, tmp_path / "canvas.csv", points, {"vector_add": "Lab 1 (1001)"},
-                                    {"vector_add": 6.0})  # fmt: skip
+    points = {"jdoe": {"vector_add": 5.5}, "ed.group": {"vector_add": 3.0}, "zed": {"vector_add": 1.0}}
+    people = {"ed.group": ("rroe", "epoe")}  # a Gradescope group: each member gets its points
+    unmatched, errors = canvas.write_import(roster, "SIS Login ID", tmp_path / "canvas.csv", points, people,
+                                            {"vector_add": "Lab 1 (1001)"}, {"vector_add": 6.0})  # fmt: skip
     rows = list(csv.reader((tmp_path / "canvas.csv").open()))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lab 1 (1001)"]
     assert rows[1] == ["    Points Possible", "", "", "", "", "6"]
-    assert rows[2] == ["Doe, Jane", "101", "S101", "jdoe", "GPU 101", "5.50"]  # matched by the e-mail's user part
-    assert rows[3][-1] == "3.00" and rows[4][-1] == ""  # by SIS User ID; no submission: left as Canvas has it
-    assert unmatched == ["zed"]
+    assert rows[2] == ["Doe, Jane", "101", "S101", "jdoe", "GPU 101", "5.50"]
+    assert rows[3][-1] == "3.00" and rows[4][-1] == "3.00"
+    assert unmatched == ["zed"] and errors == []
     (tmp_path / "bad.csv").write_text("name,score\nx,1\n")
     with pytest.raises(canvas.RosterError):
-        canvas.write_import(tmp_path / "bad.csv", tmp_path / "x.csv", points, {}, {})
+        canvas.write_import(tmp_path / "bad.csv", "SIS Login ID", tmp_path / "x.csv", points, {}, {}, {})
+
+
+# Issue 53, 1: entries named after a classmate's login took that classmate's Canvas row (the
+# e-mail's user part, a `+` taken for a group, case folded), and the first in sort order won.
+IMPOSTORS = ["Alice@somewhere", "0+alice", "Zed+alice", "ALICE", "alice@uni.edu", " alice", "alice.", "ａｌｉｃｅ"]
+ALICE_ROSTER = "Student,ID,SIS User ID,SIS Login ID,Section\n\"Liddell, Alice\",7,S7,alice,A\n\"Doe, Jane\",8,S8,jdoe,A\n"
+
+
+@pytest.mark.parametrize("impostor", IMPOSTORS)
+def test_a_roster_row_goes_only_to_the_student_its_column_names_exactly(tmp_path, impostor):
+    """The impostor's 0.00 never lands in alice's row, whether or not alice is in the batch."""
+    (tmp_path / "roster.csv").write_text(ALICE_ROSTER)
+    for points in ({impostor: {"vector_add": 0.0}}, {impostor: {"vector_add": 0.0}, "alice": {"vector_add": 4.0}}):
+        unmatched, errors = canvas.write_import(tmp_path / "roster.csv", "SIS Login ID", tmp_path / "canvas.csv",
+                                                points, {}, {"vector_add": "Lab 1"}, {"vector_add": 6.0})  # fmt: skip
+        rows = {row["SIS Login ID"]: row for row in csv.DictReader((tmp_path / "canvas.csv").open())}
+        assert rows["alice"]["Lab 1"] == ("4.00" if "alice" in points else ""), (impostor, rows)
+        assert unmatched == [impostor] and errors == [] and rows["jdoe"]["Lab 1"] == ""
+
+
+def test_an_ambiguous_roster_row_is_left_empty_and_heads_the_class_page(tmp_path):
+    """alice handed in alone and in a Gradescope group; jdoe's login is on two rows: no row of
+    either is filled, and each ambiguity is listed at the top of the class page and in the batch's notes."""
+    (tmp_path / "roster.csv").write_text(ALICE_ROSTER + "\"Doe, John\",9,S9,jdoe,B\n")
+    (tmp_path / "course.toml").write_text('[canvas]\nroster = "roster.csv"\nmatch = "SIS Login ID"\n'
+                                          '[similarity]\nenabled = false\n')  # fmt: skip
+    loaded = course(tmp_path, (tmp_path / "course.toml").read_text())
+    tests = [TestResult("vector_add", "add", "correctness", "a", "ok", 4.0, 4.0, "")]
+    students = {s: [_entry(s, "vector_add", tests)] for s in ("alice", "alice+bob", "jdoe")}
+    submissions = [SimpleSubmission("alice", tmp_path), SimpleSubmission("jdoe", tmp_path),
+                   GroupSubmission("alice+bob", tmp_path, ("alice", "bob"))]  # fmt: skip
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(loaded, students, {}, tmp_path, submissions, load_assignments(["vector_add"]), "",
+                                 book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
+    rows = list(csv.DictReader((tmp_path / "canvas.csv").open()))
+    assert [row["vector_add"] for row in rows] == ["", "", ""]
+    page = (tmp_path / "summary.html").read_text()
+    top = page[: page.index("Score distribution")]
+    assert "roster line 2 (SIS Login ID &#39;alice&#39;) stands for &#39;alice&#39; and &#39;alice+bob&#39;" in top
+    assert "&#39;jdoe&#39; is &#39;jdoe&#39; in 2 roster rows" in top
 
 
 def test_without_copydetect_the_review_is_skipped_and_says_why(tmp_path, monkeypatch):
@@ -324,7 +383,7 @@ def test_without_copydetect_the_review_is_skipped_and_says_why(tmp_path, monkeyp
     assert extras.review.skipped and extras.notes == [extras.review.skipped]
     summary.write_outputs(tmp_path, entries, {}, load_assignments(["vector_add"]), extras)
     assert "copydetect is not installed" in (tmp_path / "summary.html").read_text()
-    assert (tmp_path / "similarity.csv").read_text().splitlines() == ["assignment,student_a,student_b,similarity"]
+    assert (tmp_path / "similarity.csv").read_text().splitlines() == ["assignment,student_a,student_b,similarity,language"]
 
 
 # Corpus entries that are one upstream file, wrapped twice (llm.c's GELU, kernels 1 and 2), or two
@@ -373,6 +432,70 @@ def test_the_review_flags_disguised_copies_and_no_pair_of_independent_solutions(
     # same handout (CS336's, 0.43): below the threshold, though not far; the copies are far above it.
     assert min(copies) >= 0.7 and max(independent)[0] <= DEFAULT_THRESHOLD - 0.05, (min(copies), max(independent))
     print(json.dumps({"copies_min": min(copies), "independent_max": max(independent)[0]}))
+
+
+def _copies(tmp_path: Path, disguise_with) -> tuple[dict[str, Path], dict[str, str]]:
+    """Every solution's and corpus kernel's files (Python and CUDA C), and a copy of each disguised
+    with `disguise_with(text, language)`: (folders by name, the original of each copy)."""
+    folders = {"solutions": REPO_ROOT / "solutions"}
+    for entry in sorted((TESTS / "corpus").glob("*/expect.toml")):
+        folders[entry.parent.name] = entry.parent
+    originals = {}
+    for name, folder in list(folders.items()):
+        for source in sorted([*folder.glob("*/*.py"), *folder.glob("*/*.cu")]):
+            copy = tmp_path / f"copy_of_{name}" / source.parent.name / source.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(disguise_with(source.read_text(), "python" if source.suffix == ".py" else "cuda"))
+            folders[f"copy_of_{name}"], originals[f"copy_of_{name}"] = copy.parent.parent, name
+    return folders, originals
+
+
+@pytest.mark.parametrize("how", ["pad", "junk"])
+def test_a_padded_or_junk_line_copy_of_any_kernel_is_flagged(tmp_path, how):
+    """Issue 53, 4: a copy padded with 660 KB of comments was past the 512 KiB cap and never
+    compared; one with `_unused3 = 3` after each real statement scored 0.418 against its original.
+    The review compares what the compiler sees: each such copy of every solution and corpus kernel,
+    Python and CUDA C, is flagged against its original, and nothing is left uncompared."""
+    pytest.importorskip("copydetect", reason="the similarity review needs copydetect")
+    import disguise
+
+    folders, originals = _copies(tmp_path, getattr(disguise, how))
+    found = similarity.review(folders, load_assignments(), REPO_ROOT / "starter", DEFAULT_THRESHOLD)
+    flagged = {(p.assignment, p.language, frozenset((p.student_a, p.student_b))) for p in found.pairs}
+    for copy, original in originals.items():
+        for source in sorted(folders[copy].glob("*/*")):
+            language = "python" if source.suffix == ".py" else "cuda"
+            if similarity.document(folders[original] / source.parent.name, language)[0]:
+                assert (source.parent.name, language, frozenset((copy, original))) in flagged, (copy, source.name)
+    assert found.uncompared == []
+
+
+def test_what_the_review_cannot_compare_is_listed_with_the_reason(tmp_path, monkeypatch):
+    """Past the cap on work (code left once comments are gone) or on what it reads, a submission is
+    listed on the class page with the reason, never dropped without a word."""
+    pytest.importorskip("copydetect", reason="the similarity review needs copydetect")
+    solution = (REPO_ROOT / "solutions" / "vector_add" / "vector_add.py").read_text()
+    huge = solution + "".join(f"\ndef helper_{i}(x):\n    return x * {i} + {i * 7} - {i % 5}\n" for i in range(6000))
+    padded = solution + "# a comment\n" * (len(huge) // 10)  # past what the review reads (the cap made small here)
+    for name, text in (("alice", solution), ("bob", huge), ("carol", padded)):
+        (tmp_path / name / "vector_add").mkdir(parents=True)
+        (tmp_path / name / "vector_add" / "vector_add.py").write_text(text)
+    monkeypatch.setattr(similarity, "MAX_READ_BYTES", len(huge) + 1)
+    folders = {name: tmp_path / name for name in ("alice", "bob", "carol")}
+    found = similarity.review(folders, load_assignments(["vector_add"]), REPO_ROOT / "starter", 0.5)
+    reasons = {item.student: item.reason for item in found.uncompared}
+    assert set(reasons) == {"bob", "carol"}, reasons
+    assert "characters of code once comments and dead statements are left out" in reasons["bob"]
+    assert "the review reads" in reasons["carol"]
+    entries = {s: [_entry(s, "vector_add", [], "cpu")] for s in folders}
+    monkeypatch.setattr(similarity, "review", lambda *args, **kwargs: found)
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(Course(path=None), entries, folders, tmp_path, [], load_assignments(["vector_add"]),
+                                 "", book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path / "out", entries, {}, load_assignments(["vector_add"]), extras)
+    page = (tmp_path / "out" / "summary.html").read_text()
+    uncompared = page[page.index('id="uncompared"') : page.index("Every student")]
+    assert "bob" in uncompared and "carol" in uncompared and "alice" not in uncompared
 
 
 def test_the_salt_file_course_toml_names_is_read_relative_to_it(tmp_path):
@@ -425,23 +548,46 @@ def test_earlier_terms_are_references_and_given_code_is_boilerplate(tmp_path):
     assert not given.pairs  # all of it was given code: nothing of max's own is left to compare
 
 
-def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
+def _class_with_a_roster(tmp_path: Path, device: str, export_advisory: bool = False):
+    """jdoe (overridden to 5) and zed, graded on `device`, through the course's outputs."""
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER)
-    loaded = Course(path=None, similarity=False, canvas_roster=roster, canvas_columns={"vector_add": "Lab 1 (1001)"})
-    made = overrides.Override("jdoe", "vector_add", 5.0, "by hand", "2026-09-20T10:00:00+00:00")
+    loaded = Course(path=None, similarity=False, canvas_roster=roster, canvas_match="SIS Login ID",
+                    canvas_columns={"vector_add": "Lab 1 (1001)"})  # fmt: skip
     tests = [TestResult("vector_add", "add", "correctness", "a", "ok", 4.0, 4.0, "")]
-    students = {"jdoe": [_entry("jdoe", "vector_add", tests, "cpu")], "zed": [_entry("zed", "vector_add", tests, "cpu")]}
+    students = {s: [_entry(s, "vector_add", tests, device)] for s in ("jdoe", "zed")}
     with Gradebook(tmp_path / "gradebook.sqlite") as book:
-        overrides.record(book.connection, made.student, made.assignment, made.points, made.reason)
+        overrides.record(book.connection, "jdoe", "vector_add", 5.0, "by hand")
         extras = outputs.prepare(loaded, students, {}, tmp_path, [], load_assignments(["vector_add"]), "",
-                                 book.connection)  # fmt: skip
+                                 book.connection, export_advisory=export_advisory)  # fmt: skip
     summary.write_outputs(tmp_path, students, {}, load_assignments(["vector_add"]), extras)
+    return extras
+
+
+def test_the_batch_writes_canvas_csv_with_each_students_final_points(tmp_path):
+    extras = _class_with_a_roster(tmp_path, "cuda")
     rows = list(csv.reader((tmp_path / "canvas.csv").open()))
     assert rows[0][-1] == "Lab 1 (1001)" and rows[1][-1] == "6" and rows[2][-1] == "5.00"  # the override's points
     assert any("no roster row for 1 student(s): zed" in note for note in extras.notes)
     assert "zed" in (tmp_path / "summary.html").read_text().split("Every student")[0]  # the note is on the class page
     assert grades_of(tmp_path)["jdoe"] == {"student": "jdoe", "vector_add": "5.0", "total": "5.0", "vector_add_override": "5"}
+    assert not extras.attention and "advice" not in (tmp_path / "jdoe" / "report.html").read_text()
+
+
+def test_a_cpu_tier_class_says_it_is_advice_everywhere_and_exports_to_canvas_only_when_asked(tmp_path):
+    """Issue 53, 7: a batch without a GPU wrote canvas.csv as grades (a working CUDA transpose at 0 of 12)."""
+    (tmp_path / "canvas.csv").write_text("a stale export\n")
+    _class_with_a_roster(tmp_path, "cpu")
+    assert not (tmp_path / "canvas.csv").exists()  # refused, and no stale file left to import by mistake
+    page = (tmp_path / "summary.html").read_text()
+    top = page[: page.index("Score distribution")]
+    assert str(escape(advisory.CLASS_WARNING)) in top and "canvas.csv was not written" in top and "--advisory" in top
+    assert grades_of(tmp_path)["jdoe"]["tier"] == "CPU (advisory)"
+    assert str(escape(advisory.STUDENT_NOTE)) in (tmp_path / "jdoe" / "report.html").read_text()
+    assert advisory.STUDENT_NOTE in json.loads((tmp_path / "jdoe" / "results.json").read_text())["output"]
+    _class_with_a_roster(tmp_path, "cpu", export_advisory=True)
+    rows = list(csv.reader((tmp_path / "canvas.csv").open()))
+    assert rows[0][-1] == "vector_add (CPU tier, advisory)" and rows[2][-1] == "5.00"  # a column of its own
 
 
 def grades_of(out: Path) -> dict[str, dict[str, str]]:
@@ -458,8 +604,89 @@ def test_override_and_course_usage_errors_exit_2(tmp_path):
     for argv in (["bob", "vector_add", "--points", "3", "--reason", "x"],  # nobody of that name was graded
                  ["alice", "no_such_lab", "--points", "3", "--reason", "x"],
                  ["alice", "vector_add", "--points", "nan", "--reason", "x"],
-                 ["alice", "vector_add", "--points", "3", "--reason", "  "]):  # fmt: skip
+                 ["alice", "vector_add", "--points", "3", "--reason", "  "],
+                 ["alice", "vector_add", "--points", "3", "--clear", "--reason", "x"],  # one or the other
+                 ["alice", "vector_add", "--clear", "--reason", "x"]):  # no override to clear  # fmt: skip
         assert main(["override", "--out", str(tmp_path), *argv]) == 2, argv
     with Gradebook(tmp_path / "gradebook.sqlite") as book:
         assert overrides.in_force(book.connection) == {}  # nothing kept from a refused command
     assert main(["batch", str(tmp_path), "--out", str(tmp_path / "out"), "--course", str(tmp_path / "none.toml")]) == 2
+
+
+def test_override_points_lie_between_0_and_the_assignments_most_and_clear_removes_one(tmp_path, capsys):
+    """Issue 53, 6: `--points 30` on a 10-point assignment was kept (canvas.csv exported 27.00 of
+    10), so was `--points -5`, and an override could not be removed."""
+    from grader.cli import main
+
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.record(Key("alice", "flash_attention", "h", "v"), "cpu", [], {}, 1.0)
+    most = load_assignment(REPO_ROOT / "assignments" / "flash_attention").points_possible(bonus=True)
+    plain = load_assignment(REPO_ROOT / "assignments" / "flash_attention").points_possible()
+    assert most > plain  # its backward pass is a bonus part: an override may give its points too
+
+    def override(*argv: str) -> int:
+        return main(["override", "--out", str(tmp_path), "alice", "flash_attention", *argv])
+
+    for points in (most + 0.5, 30 * most, -5, -0.01):
+        assert override("--points", str(points), "--reason", "x") == 2
+        assert f"expected 0 to {most:g}" in capsys.readouterr().out
+    assert override("--points", str(most), "--reason", "every point, the bonus too") == 0
+    assert override("--points", "0", "--reason", "a zero is an override too") == 0
+    assert override("--clear", "--reason", "the tests' points stand again") == 0
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        assert overrides.in_force(book.connection) == {}
+        history = book.connection.execute("SELECT points, reason, cleared FROM overrides ORDER BY id").fetchall()
+    assert history == [(most, "every point, the bonus too", 0), (0.0, "a zero is an override too", 0),
+                       (0.0, "the tests' points stand again", 1)]  # fmt: skip
+    assert override("--clear", "--reason", "again") == 2  # nothing left to clear
+
+
+def test_an_old_gradebooks_overrides_gain_the_cleared_column(tmp_path):
+    with sqlite3.connect(tmp_path / "gradebook.sqlite") as db:
+        db.execute("CREATE TABLE overrides (id INTEGER PRIMARY KEY AUTOINCREMENT, student TEXT NOT NULL, assignment "
+                   "TEXT NOT NULL, points REAL NOT NULL, reason TEXT NOT NULL, made_at TEXT NOT NULL)")  # fmt: skip
+        db.execute("INSERT INTO overrides (student, assignment, points, reason, made_at) VALUES ('a', 'b', 1, 'r', 't')")
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        assert overrides.in_force(book.connection)[("a", "b")].points == 1
+        overrides.clear(book.connection, "a", "b", "gone")
+        assert overrides.in_force(book.connection) == {}
+
+
+def test_a_student_folder_named_like_a_csv_and_a_bad_time_cost_their_student_only(tmp_path):
+    """Issue 53, 5: with a deadline, a student folder called mallory.csv was opened as a table of
+    submission times (IsADirectoryError: the batch stopped, no grades.csv for anyone); a time that
+    cannot be read stopped it too."""
+    loaded = course(tmp_path)
+    folder, submissions = _times_folder(tmp_path)
+    (folder / "mallory.csv" / "vector_add").mkdir(parents=True)
+    (folder / "late.csv").write_text("student,submitted_at\nbob,next tuesday\ncarol,2026-09-16 08:00\n")
+    submissions.append(SimpleSubmission("mallory.csv", folder / "mallory.csv"))
+    times, unread = late.submission_times(folder, submissions, loaded)
+    assert "mallory.csv" not in times and "vector_add" in times["bob"]  # bob's good row in times.csv stands
+    assert len(unread) == 1 and unread[0][0] == "bob" and "late.csv: line 2: expected a time" in unread[0][1]
+    students = {s.student: [_entry(s.student, "vector_add", [], "cpu")] for s in submissions}
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        extras = outputs.prepare(loaded, students, {}, folder, submissions, load_assignments(["vector_add"]), "",
+                                 book.connection)  # fmt: skip
+    summary.write_outputs(tmp_path / "out", students, {}, load_assignments(["vector_add"]), extras)
+    assert set(grades_of(tmp_path / "out")) == {"alice", "bob", "carol", "dave", "mallory.csv"}
+    assert "late.csv: line 2" in extras.flags["bob"][0]
+
+
+@pytest.mark.parametrize("roster, kept", [("student\nalice\nJosé\nJosè\n张伟\n", ["alice", "José", "Josè", "张伟"]),
+                                          ("student\nbob\nBob\n", "'Bob' is read alike with 'bob'"),
+                                          ("student\nbob\n_bob\n", "'_bob' is read alike with 'bob'"),
+                                          ("student\n.hidden\n", "'.hidden' is not a folder name")])  # fmt: skip
+def test_the_services_roster_keeps_names_as_written_and_none_that_read_alike(tmp_path, roster, kept):
+    """Who may submit to the service is named as the batch names a student, exactly; two roster
+    names that read alike would share a token's student in every output, so they are refused."""
+    from grader.service import rules
+
+    (tmp_path / "students.csv").write_text(roster)
+    (tmp_path / "course.toml").write_text('[service]\nstudents = "students.csv"\n')
+    course = load_course(tmp_path / "course.toml", assignment_names())
+    if isinstance(kept, list):
+        assert list(rules.load(course).students) == kept
+    else:
+        with pytest.raises(CourseError, match=re.escape(kept)):
+            rules.load(course)

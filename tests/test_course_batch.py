@@ -84,9 +84,9 @@ def test_the_disguised_copy_is_the_one_flagged_pair(graded):
     _, out, _, output = graded
     with (out / "similarity.csv").open() as file:
         found = list(csv.reader(file))
-    assert found[0] == ["assignment", "student_a", "student_b", "similarity"]
+    assert found[0] == ["assignment", "student_a", "student_b", "similarity", "language"]
     assert [row[:3] for row in found[1:]] == [["vector_add", "alice", "ally"]], found
-    assert float(found[1][3]) >= 0.85 and "similar pairs for review: 1" in output
+    assert float(found[1][3]) >= 0.85 and found[1][4] == "python" and "similar pairs for review: 1" in output
     page = (out / "summary.html").read_text()
     flagged = page[page.index("Flagged for review"):page.index('<h2 id="similar">')]
     assert "similar to ally" in flagged and "similar to alice" in flagged and 'href="tut/report.html"' not in flagged
@@ -96,7 +96,7 @@ def test_late_extended_and_on_time_students_get_what_course_toml_says(graded):
     _, out, _, _ = graded
     table = grades_csv(out)
     assert list(next(iter(table.values()))) == ["student", "vector_add", "total", "vector_add_days_late",
-                                                "vector_add_late_points"]  # fmt: skip
+                                                "vector_add_late_points", "tier"]  # fmt: skip (the CPU tier: advice)
     for student, (points, days, taken) in EXPECTED.items():
         row = table[student]
         assert (float(row["vector_add"]), row["vector_add_days_late"], row["vector_add_late_points"]) == (

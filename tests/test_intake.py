@@ -6,16 +6,18 @@ import bz2
 import gzip
 import io
 import lzma
+import os
 import shutil
 import struct
 import tarfile
+import threading
 import tracemalloc
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from grader.course import archives, intake
+from grader.course import archives, identity, intake
 from grader.reporting import summary
 from grader.assignment.loading import assignment_names
 
@@ -206,11 +208,19 @@ def test_the_hash_follows_content_not_timestamps(tmp_path, repo):
     assert intake.Submission("one", one, one).content_hash("softmax") != hashes[0]
 
 
-def test_student_names_are_safe_folder_names():
-    assert intake.student_name("../../etc") == "etc"
-    assert intake.student_name("Jane Doe (late)") == "Jane_Doe_late_"
-    assert intake.student_name("...") == "unnamed"
-    assert intake.student_name("+1+2") == "1+2" and intake.student_name("=HYPERLINK(x)") == "HYPERLINK_x_"
+def test_a_student_is_the_exact_name_of_the_entry_letters_of_every_script_kept(tmp_path):
+    """Issue 53, 2: names were rewritten to ASCII: `张伟` became `unnamed~...` with 0 points, and
+    `José` and `Josè` both became `Jos_`. A name is kept as written and graded."""
+    names = ["张伟", "José", "Josè", "Ōta", "Zed+alice", "Alice@somewhere", "=HYPERLINK(x)", "Jane Doe (late)"]
+    klass = tmp_path / "class"
+    for name in names:
+        (klass / name / "vector_add").mkdir(parents=True)
+    write_zip(klass / "Łukasz.zip", GOOD)
+    found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED)}
+    for name in names:
+        assert found[name].student == name and found[name].folder == klass / name and not found[name].held
+    assert found["Łukasz.zip"].student == "Łukasz" and found["Łukasz.zip"].folder is not None
+    assert len({identity.collision_key(n) for n in [*names, "Łukasz"]}) == len(names) + 1  # none reads like another
 
 
 # --- Attacks measured against the grader: each archive built here declares its size rather than holding it
@@ -395,8 +405,9 @@ def test_a_reserved_or_unsafe_student_name_costs_that_student_only(tmp_path):
         "Summary.HTML": "is taken by the batch's own 'summary.html'",
         "gradebook.sqlite-journal": "is taken by the batch's own 'gradebook.sqlite-journal'",
         "back\\slash": "holds a path separator",
-        "tab\there": "holds a control character",
-        "@@@": "is empty once made a safe folder name",
+        "tab\there": "holds a control or invisible formatting character",
+        "bidi\u202eevil": "holds a control or invisible formatting character",
+        "@@@": "has no letter or digit",
     }
     for name in ("alice", *unsafe):
         (klass / name / "vector_add").mkdir(parents=True)
@@ -432,48 +443,88 @@ def test_a_gradescope_submitter_name_is_checked_too(tmp_path):
     found = {s.source.name: s for s in intake.collect(export, tmp_path / "staging", ASSIGNMENTS, RESERVED)}
     assert "'.hidden@example.edu' starts with a dot" in found["submission_1"].problem
     group = found["submission_4"].student  # too long for a folder name: shortened, not refused
-    assert not found["submission_4"].problem and len(group) <= intake.MAX_NAME and group.startswith("a" * 60 + "@exa~")
+    assert not found["submission_4"].problem and len(group.encode()) <= identity.MAX_NAME_BYTES
+    assert group.startswith("a" * 60 + "@example.edu+") and "~" in group
+    assert found["submission_4"].people == tuple(f"{c * 60}@example.edu" for c in "abcde")  # its members, for Canvas
     assert "'summary.html' is taken by the batch's own 'summary.html'" in found["submission_2"].problem
     assert found["submission_3"].student == "ada@example.edu" and not found["submission_3"].problem
 
 
-def test_entries_naming_one_student_are_each_judged_and_all_flagged(tmp_path):
-    """`bob smith/` beside `bob_smith.zip` refused the whole class, and later both entries: two
-    entries of one name are two hand-ins of one student. The first that can be graded (a folder
-    first) keeps the student's name, the others get ids of their own, and each is flagged."""
+# Issue 53, 2: each of these beside `bob` was graded *as* bob (his extension and submission time
+# included) while bob was renamed `bob~<hash>`. Every normalisation a name could get: case, the
+# punctuation the old safe-name rule stripped or replaced, Unicode's compatibility forms,
+# decomposed letters, invisible characters, spaces, an archive's own name.
+READS_LIKE_BOB = ["Bob", "_bob", "-bob", "@bob", "+bob", "bob.", "b.o.b", "BOB ", "ｂｏｂ", "Bob.zip", "bob.tar.gz",
+                  "bob\u200dx"[:4]]  # fmt: skip
+
+
+@pytest.mark.parametrize("other", READS_LIKE_BOB)
+def test_names_that_read_alike_are_all_held_back_and_none_takes_the_others_name(tmp_path, other):
     klass = tmp_path / "class"
-    for name in ("alice", "bob smith"):
-        (klass / name / "vector_add").mkdir(parents=True)
-    write_zip(klass / "bob_smith.zip", GOOD)
-    write_tar(klass / "Bob_Smith.tar.gz", GOOD)
-    write_zip(klass / "carol.zip", GOOD)
+    (klass / "bob" / "vector_add").mkdir(parents=True)
+    (klass / "alice" / "vector_add").mkdir(parents=True)
+    if other.endswith((".zip", ".tar.gz")):
+        (write_zip if other.endswith(".zip") else write_tar)(klass / other, GOOD)
+    else:
+        (klass / other / "vector_add").mkdir(parents=True)
     found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED)}
-    assert found["alice"].student == "alice" and not found["alice"].flags
-    assert found["carol.zip"].student == "carol" and found["carol.zip"].folder is not None
-    bobs = ["bob smith", "Bob_Smith.tar.gz", "bob_smith.zip"]  # the folder first, then by name
-    assert found["bob smith"].student == "bob_smith"
-    assert all(found[name].folder is not None and not found[name].problem for name in bobs)
-    ids = {found[name].student for name in bobs}
-    assert len(ids) == 3 and all(i.startswith(("Bob_Smith~", "bob_smith~")) for i in ids - {"bob_smith"})
-    for name in bobs:
-        assert "'bob smith' and 'Bob_Smith.tar.gz' and 'bob_smith.zip' name the same student 'bob_smith'" in \
-            found[name].note and f"{name!r} is graded as {found[name].student!r}" in found[name].note  # fmt: skip
+    assert not found["alice"].held and found["alice"].folder is not None
+    for entry in ("bob", other):
+        held = found[entry]
+        assert held.held and held.folder is None and not held.problem, held  # graded as nobody
+        assert "'bob' (as 'bob')" in held.held and f"{other!r}" in held.held and "[names]" in held.held
+    assert not (tmp_path / "staging").exists()  # a held archive is not even unpacked
 
 
-def test_a_hostile_archive_beside_an_honest_folder_costs_the_honest_one_nothing(tmp_path):
+def test_course_toml_names_say_whose_each_entry_is(tmp_path):
+    """The TA's decision: `Bob.zip` is robert's, `_bob` is nobody's; bob is graded as bob again. A
+    name the TA gives that reads like another's is held back too."""
+    klass = tmp_path / "class"
+    for name in ("bob", "_bob"):
+        (klass / name / "vector_add").mkdir(parents=True)
+    write_zip(klass / "Bob.zip", GOOD)
+    names = {"Bob.zip": "robert", "_bob": ""}
+    found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED, names)}
+    assert (found["bob"].student, found["bob"].held, found["bob"].folder) == ("bob", "", klass / "bob")
+    assert found["Bob.zip"].student == "robert" and found["Bob.zip"].folder == tmp_path / "staging" / "robert"
+    assert found["_bob"].folder is None and "set aside" in found["_bob"].held
+    again = intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED, {"Bob.zip": "BOB", "_bob": ""})
+    assert all(s.held for s in again if s.source.name != "_bob" and s.student.casefold() == "bob")
+
+
+def test_a_hostile_archive_beside_an_honest_folder_is_held_back_with_it_until_the_ta_decides(tmp_path):
     """Issue 41, 7: `Carol.zip` (an entry escaping its folder) beside an honest `carol/` refused
-    both, and carol got 0. Now the folder is carol's, graded; the archive is refused with its
-    own reason under an id of its own; both are flagged."""
+    both, and carol got 0; then the folder was graded as carol and the archive under an id of its
+    own. The grader cannot tell a classmate's name taken from a second hand-in: both wait, with
+    nothing unpacked, until course.toml's [names] says; then each is what it is."""
     klass = tmp_path / "class"
     (klass / "carol" / "vector_add").mkdir(parents=True)
     (klass / "carol" / "vector_add" / "vector_add.py").write_bytes(GOOD["vector_add/vector_add.py"])
     write_zip(klass / "Carol.zip", {"vector_add/vector_add.py": b"x", "../../escaped.py": b"x"})
     found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED)}
+    assert found["carol"].held and found["Carol.zip"].held and not (tmp_path / "staging").exists()
+    found = {s.source.name: s for s in intake.collect(klass, tmp_path / "staging", ASSIGNMENTS, RESERVED,
+                                                      {"Carol.zip": "carol-archive"})}  # fmt: skip
     honest, hostile = found["carol"], found["Carol.zip"]
     assert honest.student == "carol" and honest.folder == klass / "carol" and not honest.problem
-    assert hostile.folder is None and hostile.student.startswith("Carol~") and "outside" in hostile.problem
-    assert "'carol' is graded as 'carol'" in honest.flags and "'Carol.zip' is refused" in hostile.flags
+    assert hostile.folder is None and hostile.student == "carol-archive" and "outside" in hostile.problem
     assert not (tmp_path / "escaped.py").exists()
+
+
+def test_an_entry_that_is_neither_a_folder_nor_a_file_costs_its_student_only(tmp_path):
+    """A pipe named like an archive blocked the batch for good when it was opened to be unpacked."""
+    klass = tmp_path / "class"
+    (klass / "alice" / "vector_add").mkdir(parents=True)
+    os.mkfifo(klass / "mallory.zip")
+    result: list = []
+    reader = threading.Thread(target=lambda: result.append(intake.collect(klass, tmp_path / "s", ASSIGNMENTS)),
+                              daemon=True)  # fmt: skip
+    reader.start()
+    reader.join(60)
+    assert result, "intake blocked on the pipe"
+    found = {s.source.name: s for s in result[0]}
+    assert found["alice"].folder is not None and not found["alice"].problem
+    assert found["mallory.zip"].folder is None and "neither a folder nor a file" in found["mallory.zip"].problem
 
 
 def test_a_link_entry_is_refused_not_followed(tmp_path):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import repository_files
+from grader.assignment import lint
 from grader.course.release import MARKER
 from grader.assignment.loading import assignment_names, load_assignments
 
@@ -58,9 +60,8 @@ def test_every_assignment_has_solutions_with_the_starter_files(repo, solutions):
 
 
 def test_each_assignment_has_a_handout(repo):
-    for name in assignment_names():
-        readme = (repo / "assignments" / name / "README.md").read_text()
-        assert "How it is graded" in readme, name
+    problems = [problem for name in assignment_names() for problem in lint.handout(repo / "assignments" / name)]
+    assert not problems, "\n".join(problems)
 
 
 def test_grader_never_names_an_assignment(repo):
@@ -75,22 +76,12 @@ def test_make_bench_collects_its_benchmarks(repo):
     """`make bench` runs by hand, on a GPU, now and then: a broken import would first show to a
     student. Collecting the file its target names needs no GPU."""
     pytest.importorskip("pytest_benchmark", reason="make bench needs pytest-benchmark")
-    target = re.search(r"^bench:.*\n\t\$\(PY\) -m pytest (\S+)", (repo / "Makefile").read_text(), re.M)
-    assert target, "the Makefile's `bench` target no longer starts with `$(PY) -m pytest FILE`"
+    target = re.search(r"^bench:.*\n(?:\t.*\n)*?\t.*\$\(PY\) -m pytest (\S+)", (repo / "Makefile").read_text(), re.M)
+    assert target, "the Makefile's `bench` target no longer runs `$(PY) -m pytest FILE`"
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", target[1]]
     done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=300)
     collected = re.search(r"(\d+) tests? collected", done.stdout)
     assert done.returncode == 0 and collected and int(collected[1]) > 0, done.stdout[-3000:] + done.stderr[-1000:]
-
-
-def _repository_files(repo: Path) -> list[str]:
-    """Every file of the checkout that git does not ignore (tracked, or new and not yet added)."""
-    command = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
-    try:
-        listed = subprocess.run(command, cwd=repo, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout: which files belong to the repository is unknown")
-    return [name for name in listed.split("\0") if name and (repo / name).is_file()]
 
 
 def _is_source(path: Path) -> bool:
@@ -145,7 +136,7 @@ def test_no_comment_or_docstring_points_outside_the_repository(repo):
     document elsewhere, or to a path on the machine the code was written on, leads nowhere; and
     a pointer to a section of a document (its name, a comma, the heading in quotes) needs that
     heading there."""
-    files = _repository_files(repo)
+    files = repository_files(repo)
     known = set(files) | {name.rsplit("/", 1)[-1] for name in files}
     found = []
     for name in files:
@@ -186,7 +177,7 @@ def test_a_pointer_to_a_missing_section_is_found(tmp_path):
 
 # Every Markdown document of the project; tests/corpus/ holds others' kernels with their own files.
 def _documents(repo: Path) -> list[str]:
-    return [name for name in _repository_files(repo) if name.endswith(".md") and not name.startswith("tests/corpus/")]
+    return [name for name in repository_files(repo) if name.endswith(".md") and not name.startswith("tests/corpus/")]
 
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -257,7 +248,7 @@ def test_the_readme_is_short_and_no_document_keeps_a_diary(repo):
     lines = len((repo / "README.md").read_text().splitlines())
     assert lines <= README_LINES, f"README.md has {lines} lines: move detail into docs/ (at most {README_LINES})"
     found = [hit for name in _documents(repo) for hit in _diary(name, (repo / name).read_text())]
-    for name in _repository_files(repo):
+    for name in repository_files(repo):
         path = repo / name
         if not name.startswith("tests/corpus/") and _is_source(path) and name != "tests/test_layout.py":
             text = _prose(path, path.read_text(errors="replace"))

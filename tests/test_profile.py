@@ -9,8 +9,10 @@ import command on a report exported by hand) when one is at hand.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -160,3 +162,46 @@ def test_the_solution_softmax_profiled_on_the_gpu(tmp_path):
     for case in found["cases"]:
         assert case["error"] == "" and case["kernels"], case
         assert all(k["memory_pct"] is not None and k["duration_ns"] for k in case["kernels"]), case
+
+
+def _recorded_profile() -> profiling.Profile:
+    """`make profile` of the solutions on an H200 (docs/measurements/profile.json, recorded
+    2026-11-28): each kernel's figures as ncu gave them, a CUDA kernel under its full name."""
+    record = json.loads((REPO_ROOT / "docs" / "measurements" / "profile.json").read_text())
+    cases = []
+    for label, kernel, time, compute, memory, dram, l2, *_ in record["rows"]:
+        part, case = label.split(" ", 1)
+        if "naive" in kernel:  # ncu names a CUDA kernel with its signature
+            kernel += "(const float *, const float *, float *, int, int, int)"
+        found = ncu.KernelProfile(kernel, float(time.split()[0]) * 1e3, float(compute[:-1]), float(memory[:-1]),
+                                  {"DRAM": float(dram[:-1]), "L2": float(l2[:-1])})  # fmt: skip
+        cases.append(profiling.ProfiledCase(part.split("_")[0], part, case, [found.as_dict()]))
+    return profiling.Profile(cases=cases)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_profile_table_fits_the_terminal_and_leaves_the_rest_to_the_html(width):
+    """Issue 54: on an 80-column terminal every word broke ("softmax/so / ftmax", "latency-b /
+    ound") and a row took 15 lines. Now no word breaks, a row takes at most three lines, and the
+    columns left out are named, with where they are."""
+    from rich.console import Console
+
+    from grader.reporting import profile_table
+
+    found = _recorded_profile()
+    console = Console(file=io.StringIO(), width=width, record=True)
+    profile_table.print_profile(found, console, "results/report.html")
+    text = console.export_text()
+    lines = text.splitlines()
+    assert all(len(line) <= width for line in lines), f"wider than {width} columns:\n{text}"
+    shown = set(text.split())
+    kept = [i for i, column in enumerate(profile_table.COLUMNS) if not column.optional]
+    for row in profile_table.rows(found):
+        words = {word for i in kept for word in str(row[i]).split()}
+        assert words <= shown, f"broken at {width} columns: {sorted(words - shown)}\n{text}"
+    rows = [i for i, line in enumerate(lines) if re.match(r"\w+/\w+ ", line)]
+    assert len(rows) == len(found.cases), text
+    assert max(b - a for a, b in zip(rows, rows[1:])) <= 3, f"a row takes more than three lines:\n{text}"
+    after = " ".join(text[text.rindex("─"):].split()[1:])  # what follows the table's last row
+    assert "results/report.html" in after
+    assert ("compute and memory shares" in after) == (width == 80), "the columns left out are named"

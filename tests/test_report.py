@@ -10,6 +10,7 @@ import io
 import json
 import re
 import subprocess
+from html import unescape
 import sys
 from types import SimpleNamespace
 
@@ -19,7 +20,7 @@ from rich.console import Console
 
 from grader.running import stack
 from grader.judging import verdicts as judging
-from grader.reporting import glance, report, summary, terminal
+from grader.reporting import class_table, glance, report, summary, terminal
 from grader.course.gradebook import Entry, Key
 from grader.messages.reports import Activity, BenchReport, Timings
 from grader.judging.numerics import judge
@@ -320,7 +321,7 @@ def test_a_hostile_archive_name_is_text_in_the_class_page_and_table(tmp_path):
     assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
     assert not any(sequence in page for sequence in STUDENT_ONLY)
     out = io.StringIO()
-    summary.print_class_table({student: _hostile_grade()}, assignments, Console(file=out, force_terminal=True))
+    class_table.print_class_table({student: _hostile_grade()}, assignments, Console(file=out, force_terminal=True))
     assert "[/]mallory" in out.getvalue() and "\x1b[2J" not in out.getvalue()
 
 
@@ -341,3 +342,115 @@ def test_grade_survives_a_submission_that_raises_markup_and_escapes(tmp_path):
     assert not any(sequence in o for o in outputs for sequence in STUDENT_ONLY)
     assert "[/]" in done.stdout, "the first failure is printed, markup as text"
     assert not any(sequence in done.stdout + done.stderr for sequence in STUDENT_ONLY)
+
+
+def _overflowed_softmax() -> TestResult:
+    """A softmax without the row maximum on its first CPU-tier case, judged and diagnosed as a
+    grading judges it (grader/judging/verdicts.py): a first line of some 500 characters, its advice last."""
+    from grader.assignment import cases
+    from grader.judging import diagnosis
+
+    [assignment] = load_assignments(["softmax"])
+    part = assignment.parts[0]
+    case = part.cases[0]
+    inputs = cases.make_inputs(assignment, part, case, cases.seed_for(assignment, part, "case", 0), "cpu")
+    x = inputs["x"].float()
+    out = (torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)).to(inputs["x"].dtype)
+    ref = cases.reference_output(assignment, part, inputs)
+    tolerance = part.tolerance_for(case.dtype)
+    verdict = judge(out, ref, cases.DTYPES[case.dtype], tolerance)
+    found = diagnosis.diagnose(verdict.reason, out, ref, tolerance, inputs, lambda c: cases.reference_output(
+        assignment, part, c))  # fmt: skip
+    assert verdict.reason == "nan_or_inf" and found and found[0] == "overflow"
+    return TestResult("softmax", part.name, "correctness", f"softmax/{part.name}: {case.dtype} {case.label}",
+                      verdict.reason, 0.0, 1.0, f"{verdict.message}. Likely cause: {found[1]}", verdict.metrics)
+
+
+def _softmax_worked_on(softmax: list[TestResult]) -> Grade:
+    """The starter's first grade, but for softmax, which the student worked on: `softmax` its tests."""
+    starter = _starter_grade()
+    tests = [t for t in starter.tests if t.assignment != "softmax"] + softmax
+    return dataclasses.replace(starter, tests=tests)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_first_thing_to_fix_is_said_whole_and_before_the_untouched_parts(width):
+    """Issue 54: at 80 and at 200 columns the line was cut at 200 characters ("Likely cause: NaN
+    or Inf ap [...]"), and the parts not started came before the one the student worked on."""
+    failed = _overflowed_softmax()
+    console = Console(file=io.StringIO(), width=width, record=True)
+    terminal.print_table(_softmax_worked_on([failed]), console)
+    said = " ".join(console.export_text().split())
+    assert " ".join(failed.output.split()) in said, said
+    assert "[...]" not in said and "subtract the row's maximum before exp" in said
+    assert said.index("nan_or_inf softmax/softmax") < said.index("not_implemented in"), "worked on first"
+
+
+def test_a_students_endless_first_line_keeps_its_start_and_its_advice():
+    flood = "raised: " + "x" * 64_000 + " at the end"
+    tests = [TestResult("demo", "p", "correctness", "demo/p: c", "crash", 0.0, 1.0, flood)]
+    [line] = [str(text) for text in terminal.first_failures(Grade("s", tests, {}, 1.0))]
+    assert len(line) < 2100 and "raised: xxx" in line and line.endswith("xx at the end") and "[...]" in line
+
+
+def _cuda_part_on_the_cpu() -> list[TestResult]:
+    """A CUDA C part on the CPU tier whose file compiled: its build passed, its cases need a GPU."""
+    name = "transpose/transpose_naive"
+    return [TestResult("transpose", "transpose_naive", "build", f"{name}: load transpose.cu", "ok", 0.0, 0.0,
+                       "transpose.cu compiled with nvcc"),
+            *(TestResult("transpose", "transpose_naive", "correctness", f"{name}: float32 {shape}", "no_gpu",
+                         0.0, 0.25, "CUDA parts run on the GPU tier only") for shape in ("33x65", "2x4099")),
+            TestResult("transpose", "transpose_naive", "performance", f"{name}: speed float32 8192x8192", "no_gpu",
+                       0.0, 1.0, "speed is measured on the GPU tier only")]  # fmt: skip
+
+
+def test_a_cuda_part_nothing_checked_is_not_graded_in_the_terminal_the_report_and_gradescope():
+    """Issue 54: its compile passed, so the terminal and the report said `passed - 0.00/3.00`,
+    while results.json called each case failed. Compiling earns nothing by itself."""
+    grade = Grade("s", _cuda_part_on_the_cpu(), {"device": "cpu", "tier": "CPU"}, 1.0)
+    console = Console(file=io.StringIO(), width=120, record=True)
+    terminal.print_table(grade, console)
+    [row] = [line.split() for line in console.export_text().splitlines() if line.startswith("  transpose_naive")]
+    assert row[1:3] == ["not", "graded"] and "passed" not in row, row
+    glance_row = re.search(r'data-part="transpose/transpose_naive">(.*?)</tr>', report.render_html(grade), re.S)
+    assert ">not graded<" in glance_row[1] and ">passed<" not in glance_row[1]
+    results = results_json.gradescope(grade)
+    assert "transpose/transpose_naive: 0.00/1.50 not graded" in results["output"].splitlines()
+    for test in results["tests"][1:]:
+        assert test["name"].endswith("(not graded here)") and test["output"].startswith("Not graded here: ")
+
+
+def _visible_text(html: str) -> str:
+    """What a reader of the page reads: the text outside tags, scripts and styles, and the titles
+    that show on hovering left out."""
+    html = re.sub(r"<(style|script|title)\b.*?</\1>", " ", html, flags=re.S)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+@pytest.mark.parametrize("reason", sorted(report.HINTS))
+def test_a_hint_names_nothing_the_page_does_not_show(reason):
+    """Issue 54: the hint of wrong_result said "Look at the map" under a case with no map (the map
+    needs the output's values; a wrong shape, a crash or a hidden case has none), and on the class
+    page, which draws no map at all."""
+    tests = [TestResult("demo", "p", "correctness", "demo/p: float32 7", reason, 0.0, 1.0, "what went wrong")]
+    shown = _visible_text(report.render_html(Grade("s", tests, {"device": "cpu", "tier": "CPU"}, 1.0)))
+    assert report.HINTS[reason] in shown
+    assert not re.search(r"\bmaps?\b", shown), f"{reason}: a map is named where none is drawn: {shown}"
+    entry = Entry(Key("alice", "demo", "h", "v"), "cpu", tests, {"device": "cpu"}, 1.0, "now")
+    page = summary.class_summary({"alice": Grade("alice", tests, {}, 1.0)}, {"alice": [entry]}, {}, [])
+    assert not any(re.search(r"\bmaps?\b", row["hint"]) for row in page["reasons"])
+
+
+def test_the_assignment_worked_on_comes_first_and_the_untouched_are_folded():
+    """Issue 54: report.html put the one assignment worked on 10,300 px down the page, after 63
+    not_implemented blocks, each with its message and hint."""
+    html = report.render_html(_softmax_worked_on([_overflowed_softmax()]))
+    body = html[html.index('<h2 id="softmax">'):]
+    assert html.index('<h2 id="softmax">') < min(html.index(f'id="{name}"', html.index("</table>"))
+                                                 for name in ("vector_add", "matmul", "gelu"))  # fmt: skip
+    assert body.count("NotImplementedError") == 1, "said once for every part not started"
+    assert "Begin with vector_add" in body
+    for name in ("vector_add", "matmul", "gelu", "flash_attention", "transpose"):
+        assert re.search(rf'<details class="not-started" id="{name}">', body), f"{name} is not folded"
+    first_rows = re.findall(r'<tr data-part="([^"]+)"', html)
+    assert first_rows[0] == "softmax/softmax", "the part worked on heads the glance"

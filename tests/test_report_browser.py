@@ -63,6 +63,30 @@ def _pillow():
     return Image
 
 
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+
+
+def measure(chromium: str, page, script: str, width: int = 1280, height: int = 800):
+    """What `script` (a JavaScript expression) gives once Chromium has laid `page` out at
+    width x height, read back as JSON."""
+    probe = page.with_name(page.stem + "-measured.html")
+    wrapper = f"<script>document.body.insertAdjacentHTML('beforeend', '<pre id=measured>' + JSON.stringify({script}) + '</pre>');</script>"
+    probe.write_text(page.read_text().replace("</body>", wrapper + "</body>"))
+    dom = subprocess.run([chromium, *FLAGS, f"--window-size={width},{height}", "--virtual-time-budget=2000", "--dump-dom",
+                          probe.as_uri()], capture_output=True, text=True, timeout=120)  # fmt: skip
+    found = re.search(r'<pre id="measured">(.*?)</pre>', dom.stdout, re.S)
+    assert found, dom.stderr[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def screenshot(chromium: str, page, png, width: int = 1280, height: int | None = None) -> None:
+    """`page` at `width` px, as tall as its content (or `height`), to `png`."""
+    height = height or measure(chromium, page, "document.documentElement.scrollHeight", width)
+    subprocess.run([chromium, *FLAGS, f"--window-size={width},{height}", f"--screenshot={png}", page.as_uri()],
+                   capture_output=True, timeout=120)  # fmt: skip
+    assert png.exists() and png.stat().st_size > 10_000, f"no screenshot of {page}"
+
+
 def _count_near(pixels: np.ndarray, colour: tuple[int, int, int], slack: int) -> int:
     return int((np.abs(pixels - np.array(colour)) <= slack).all(axis=1).sum())
 

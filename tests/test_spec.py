@@ -3,10 +3,12 @@ key or case, or a function that reference.py does not define."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
+from grader.assignment import lint
 from grader.assignment.loading import assignment_names, load_assignment, load_assignments
 from grader.assignment.spec import Case
 from grader.assignment.toml_table import SpecError
@@ -201,3 +203,64 @@ def test_a_bad_case_line_names_the_part_and_the_line(tmp_path, repo, line):
     message = str(caught.value)
     assert message.startswith(f"{folder / 'assignment.toml'}: [parts[0] (add).cases[1]] case {line!r}: expected a line "
                               '"DTYPE SHAPE [LAYOUT] [TIER] [hidden]"'), message  # fmt: skip
+
+
+def test_every_assignment_passes_the_lint(repo):
+    """What loading cannot check: each part's reference.py functions on every case's shapes, and
+    the handout (grader/assignment/lint.py)."""
+    problems = [problem for name in assignment_names() for problem in lint.lint(repo / "assignments" / name)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        # Issue 54: a typo of _traffic's key passed unnoticed on the CPU tier, which never times.
+        ('return {"bytes": 3 * n', 'return {"byte": 3 * n',
+         r'add_traffic\(\) returns the keys \[\'byte\', \'flops\'\]: return exactly \{"bytes": \.\.\., "flops": \.\.\.\}'),
+        ('"flops": n}', '"flops": torch.tensor(n)}', r'add_traffic\(\) returns "flops" as .*: make it a number'),
+        ('"y": _vector(shape, dtype, generator, device)}', '"y": [1, 2]}',
+         r"add_inputs\(\) returns 'y' as list: return a tensor .* or a bool, int or float"),
+        ('return {"x": _vector(shape, dtype, generator, device), "y": _vector(shape, dtype, generator, device)}',
+         "return (_vector(shape, dtype, generator, device), _vector(shape, dtype, generator, device))",
+         r"add_inputs\(\) returns tuple: return a dict of the entry point's keyword arguments"),
+    ],
+)
+def test_the_lint_names_the_fix(tmp_path, repo, old, new, expected):
+    folder = _broken(tmp_path, repo, old, new, "reference.py")
+    [problem] = lint.lint(folder)
+    assert re.search(expected, problem), problem
+    assert "reference.py, part add, case" in problem
+
+
+def test_a_float_input_passes_the_lint(tmp_path, repo):
+    """A plain value (a scale, a flag) reaches the entry point and the reference as it is."""
+    folder = _broken(tmp_path, repo, '"y": _vector(shape, dtype, generator, device)}',
+                     '"y": _vector(shape, dtype, generator, device), "alpha": 0.5}', "reference.py")  # fmt: skip
+    text = (folder / "reference.py").read_text()
+    (folder / "reference.py").write_text(text.replace("def add_traffic(x, y):", "def add_traffic(x, y, alpha):"))
+    assert lint.lint(folder) == []
+
+
+def test_a_missing_handout_is_named_with_its_fix(tmp_path, repo):
+    """Issue 54: a missing README.md made test_layout.py raise FileNotFoundError."""
+    folder = _copy(tmp_path, repo)
+    (folder / "README.md").unlink()
+    assert lint.lint(folder) == [f"{folder / 'README.md'} is missing: write the student's handout there, with a "
+                                 "section \"How it is graded\" (docs/adding-an-assignment.md)"]  # fmt: skip
+    (folder / "README.md").write_text("# Vector addition\n")
+    assert "has no section \"How it is graded\"" in lint.handout(folder)[0]
+
+
+def test_the_adding_an_assignment_guide_gives_each_limit_its_default(tmp_path, repo):
+    """Issue 54: docs/adding-an-assignment.md listed the [assignment] limits as required; each has a
+    default, which the guide gives, and an assignment.toml without them loads with those."""
+    folder = _copy(tmp_path, repo)
+    toml = folder / "assignment.toml"
+    toml.write_text(re.sub(r"^(host_memory_gib|max_processes|gpu_memory_gib) = .*$", "", toml.read_text(), flags=re.M))
+    loaded = load_assignment(folder)
+    guide = (repo / "docs" / "adding-an-assignment.md").read_text()
+    for name in ("host_memory_gib", "max_processes", "gpu_memory_gib", "scratch_gib"):
+        found = re.search(rf"^\| `{name}` \| ([\d.]+) \|", guide, re.M)
+        assert found, f"the guide's table of [assignment] keys has no default for {name}"
+        assert float(found[1]) == getattr(loaded, name), name

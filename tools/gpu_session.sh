@@ -10,7 +10,8 @@
 #   steady-alone-N[-K] tools/steady_grade.py alone --runs N (numbered from K): solutions/ graded N times
 #   steady-together    tools/steady_grade.py together: 3 rounds of 4 gradings of gelu + softmax at once,
 #                      half the cores spinning
-#   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json
+#   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
+#                      are also in $OUT/steady.jsonl as it ends: a command stopped at its limit keeps them)
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
 # The sandbox needs bubblewrap: where the image lacks it, BWRAP_DEB=path/to/bubblewrap_*.deb (Debian's
 # package, fetched elsewhere with `apt-get download bubblewrap`) is unpacked and put on the PATH.
@@ -53,9 +54,9 @@ for step in "$@"; do
                   grep -E "passed|failed|FAILED|ERROR|Error|assert" | tail -n 40
                 wait; tail -n 3 steady-grade/beside/grade.log ;;
     steady-alone-*) runs=${step#steady-alone-}; first=1; [[ $runs == *-* ]] && { first=${runs#*-}; runs=${runs%-*}; }
-                $PY tools/steady_grade.py alone --runs "$runs" --first "$first" 2>&1 | tee -a "$OUT/steady.log" ;;
+                $PY tools/steady_grade.py alone --runs "$runs" --first "$first" --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
     steady-together) $PY tools/steady_grade.py together --rounds 3 --gradings 4 --assignment gelu --assignment softmax \
-                       --busy 0.5 2>&1 | tee -a "$OUT/steady.log" ;;
+                       --busy 0.5 --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
   esac

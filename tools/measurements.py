@@ -14,6 +14,7 @@ and the page is rendered again: the table is replaced, nothing is appended. Hist
     .venv/bin/python tools/measurements.py report-speed bench-report.json
     .venv/bin/python tools/measurements.py profile profile.json results.json      # `make profile`'s
     .venv/bin/python tools/measurements.py corpus corpus-results --machine GPU --gpu-torch VERSION
+    .venv/bin/python tools/measurements.py steady-grade steady.json alone-1/results.json [--note TEXT]
     .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
 
 `warm-parity` and `batch-parity` read the `--json` of tools/warm_parity.py and tools/batch_parity.py.
@@ -131,7 +132,7 @@ def solutions_speed(results_path: Path, driver: str | None) -> dict:
         rate = f"{m['tflops']:.1f} TFLOP/s" if m.get("compute_bound") else f"{m.get('gbps', 0):.0f} GB/s"
         rows.append([test["name"], f"{m['ratio']:.3f}x", rate, f"{test['score']:g} / {test['max_score']:g}"])
     return {"name": "solutions-speed", "order": 10, "title": "The solutions' speed against torch",
-            "about": "Every timed benchmark of one grading of `solutions/` on a GPU (`python -m grader grade "
+            "about": "Every timed benchmark of one grading of `solutions/` on a GPU (`.venv/bin/python -m grader grade "
                      "--submission solutions --device cuda`): torch's time over the solution's, and the rate it "
                      "reached. Re-measure: `tools/measurements.py solutions-speed results/results.json`.",
             "measured": provenance(results, driver), "columns": ["benchmark", "solution / torch", "rate", "points"],
@@ -167,7 +168,7 @@ def batch_parity(summary_path: Path, results_path: Path, driver: str | None, nam
 
 
 def nsight_profile(profile_path: Path, results_path: Path, driver: str | None) -> dict:
-    """`python -m grader profile`'s profile.json beside its results.json: each timed case's kernels
+    """`.venv/bin/python -m grader profile`'s profile.json beside its results.json: each timed case's kernels
     as Nsight Compute's speed-of-light section saw them."""
     found, results = json.loads(profile_path.read_text()), json.loads(results_path.read_text())
     rows = []
@@ -181,7 +182,7 @@ def nsight_profile(profile_path: Path, results_path: Path, driver: str | None) -
                          f"{k['memory_pct']:.0f}%", f"{k['levels'].get('DRAM', 0):.0f}%", f"{k['levels'].get('L2', 0):.0f}%",
                          read.limit, read.reading])  # fmt: skip
     return {"name": "profile", "order": 40, "title": "`make profile`: Nsight Compute on the solutions' timed cases",
-            "about": "`python -m grader profile --submission solutions --assignment matmul --assignment softmax` on a "
+            "about": "`.venv/bin/python -m grader profile --submission solutions --assignment matmul --assignment softmax` on a "
                      "GPU: one call of each timed case under `ncu --section SpeedOfLight` (advice beside the grade, "
                      "never graded). compute and memory: the busiest unit of each as a share of its peak; DRAM and L2: "
                      "those levels' own. Re-measure: `tools/measurements.py profile results/profile.json "
@@ -201,6 +202,33 @@ def corpus(results: Path, machine: str, driver: str | None, gpu_torch: str) -> d
                             "torch": f"{gpu_torch} (GPU), {_torch()} (CPU)", "triton": _pinned_triton(),
                             "commit": _commit()})  # fmt: skip
     return record
+
+
+def steady_grade(summary_path: Path, results_path: Path, driver: str | None, note: str | None) -> dict:
+    """tools/steady_grade.py's comparison: solutions/ graded alone again and again, then gradings at
+    once on one GPU; each grading's points and its timed ratios' largest move from the alone median."""
+    summary, results = json.loads(summary_path.read_text()), json.loads(results_path.read_text())
+    rows = []
+    for g in summary["gradings"]:
+        move = g.get("largest_move") or {}
+        moved = f"{move['move']:+.1%} ({move['benchmark']})" if move else "-"
+        retaken = sum(len(reasons) for reasons in g.get("retaken", {}).values())
+        rows.append([g["grading"], f"{g['score']:g}", "yes" if g["every_point"] else "no", f"{g['wall_s']:.1f} s", moved,
+                     g.get("gated", "-"), retaken])  # fmt: skip
+    busy = summary.get("busy")
+    notes = (f"Together: {busy['cores']} of {busy['of']} cores spinning throughout. " if busy else "") + (note or "")
+    return {"name": "steady-grade", "order": 25, "title": "The same GPU grade every time",
+            "about": "`tools/steady_grade.py`: `solutions/` (every assignment) graded alone, one grading after "
+                     "another (the first with every cache cold), then rounds of four gradings of gelu and softmax "
+                     "at once, each a process of its own started by its own shell, with half the cores spinning. "
+                     "Largest move: of any timed ratio, from its median over the gradings alone (the bar: 3% "
+                     "alone, 5% together). Gated: timed calls behind the gate (grader/child/gate.py). Retaken: "
+                     "rounds taken again. Re-measure: `tools/gpu_session.sh steady-alone-3 steady-together "
+                     "steady-compare`, then `tools/measurements.py steady-grade steady.json "
+                     "steady-grade/alone-1/results.json`.",
+            "measured": provenance(results, driver),
+            "columns": ["grading", "points", "every point", "wall time", "largest move", "gated", "retaken"],
+            "rows": rows, "notes": notes}  # fmt: skip
 
 
 def _torch() -> str:
@@ -318,7 +346,7 @@ def suite_record(row: list) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
-                                         "report-speed", "suite", "profile", "corpus"))  # fmt: skip
+                                         "report-speed", "suite", "profile", "corpus", "steady-grade"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
@@ -328,6 +356,7 @@ def main() -> int:
     parser.add_argument("--machine", help="corpus: the GPU (and CPU) the verdicts were measured on")
     parser.add_argument("--gpu-torch", help="corpus: the GPU tier's torch (its verdict files carry no versions)")
     parser.add_argument("--commit", help="the commit measured, where it is not HEAD")
+    parser.add_argument("--note", help="steady-grade: what the comparison's gradings do not show (a run cut short)")
     parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
     args = parser.parse_args()
     if args.what == "check":
@@ -342,6 +371,7 @@ def main() -> int:
         "report-speed": lambda: report_speed(args.inputs[0]),
         "profile": lambda: nsight_profile(args.inputs[0], args.inputs[1], args.driver),
         "corpus": lambda: corpus(args.inputs[0], args.machine or "-", args.driver, args.gpu_torch or "-"),
+        "steady-grade": lambda: steady_grade(args.inputs[0], args.inputs[1], args.driver, args.note),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()

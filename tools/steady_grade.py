@@ -49,10 +49,16 @@ def _start(out: Path, assignments: list[str]) -> subprocess.Popen:
                             start_new_session=True)  # fmt: skip
 
 
-def _finish(process: subprocess.Popen, out: Path) -> None:
+def _finish(process: subprocess.Popen, out: Path, report: Path | None = None) -> None:
+    """Wait for a grading; its figures go to `report`/steady.jsonl at once, where a report folder is
+    named (a device command stopped at its time limit keeps what finished before)."""
     process.wait()
     began = json.loads((out / "began.json").read_text())["epoch"]
     (out / "wall.json").write_text(json.dumps({"seconds": time.time() - began, "exit": process.returncode}))
+    if report is not None and (out / "results.json").exists():
+        report.mkdir(parents=True, exist_ok=True)
+        with open(report / "steady.jsonl", "a") as lines:
+            lines.write(json.dumps(_grading(out)) + "\n")
 
 
 def _spin(until: float) -> None:
@@ -60,14 +66,15 @@ def _spin(until: float) -> None:
         pass
 
 
-def alone(folder: Path, runs: int, assignments: list[str], first: int = 1) -> None:
+def alone(folder: Path, runs: int, assignments: list[str], first: int = 1, report: Path | None = None) -> None:
     for k in range(first, first + runs):
         out = folder / f"alone-{k}"
-        _finish(_start(out, assignments), out)
+        _finish(_start(out, assignments), out, report)
         print(f"alone {k}: {json.loads((out / 'wall.json').read_text())['seconds']:.1f} s", flush=True)
 
 
-def together(folder: Path, rounds: int, gradings: int, assignments: list[str], busy: float) -> None:
+def together(folder: Path, rounds: int, gradings: int, assignments: list[str], busy: float,
+             report: Path | None = None) -> None:  # fmt: skip
     """`gradings` at once, `rounds` times, with `busy` of the cores spinning throughout."""
     cores = max(1, int((os.cpu_count() or 2) * busy)) if busy else 0
     spinners = [multiprocessing.Process(target=_spin, args=(time.time() + 3600,), daemon=True) for _ in range(cores)]
@@ -79,7 +86,7 @@ def together(folder: Path, rounds: int, gradings: int, assignments: list[str], b
             outs = [folder / f"together-{r}-{k}" for k in range(1, gradings + 1)]
             started = [(_start(out, assignments), out) for out in outs]
             for process, out in started:
-                _finish(process, out)
+                _finish(process, out, report)
             print(f"round {r}: {max(json.loads((o / 'wall.json').read_text())['seconds'] for o in outs):.1f} s",
                   flush=True)  # fmt: skip
     finally:
@@ -106,8 +113,12 @@ def _grading(out: Path) -> dict:
             "gated": f"{sum(gated)} of {len(gated)}", "phases": results["extra_data"].get("phases", "")}  # fmt: skip
 
 
-def compare(folder: Path) -> tuple[dict, bool]:
-    gradings = [_grading(out) for out in sorted(folder.glob("*-*")) if (out / "results.json").exists()]
+def compare(folder: Path, kept: Path | None = None) -> tuple[dict, bool]:
+    """The figures of every grading under `folder`, or of the lines a report folder kept."""
+    if kept is not None:
+        gradings = [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
+    else:
+        gradings = [_grading(out) for out in sorted(folder.glob("*-*")) if (out / "results.json").exists()]
     if not gradings:
         raise SystemExit(2)
     alone_runs = [g for g in gradings if g["grading"].startswith("alone")]
@@ -135,13 +146,15 @@ def main() -> int:
     parser.add_argument("--assignment", action="append", default=[])
     parser.add_argument("--busy", type=float, default=0.5, help="share of the cores kept spinning (together)")
     parser.add_argument("--json", type=Path, help="where compare writes its figures")
+    parser.add_argument("--report", type=Path, help="a folder where each grading's figures are written as it ends")
+    parser.add_argument("--kept", type=Path, help="compare the lines of a report folder's steady.jsonl instead")
     args = parser.parse_args()
     if args.what == "alone":
-        alone(args.dir, args.runs, args.assignment, args.first)
+        alone(args.dir, args.runs, args.assignment, args.first, args.report)
     elif args.what == "together":
-        together(args.dir, args.rounds, args.gradings, args.assignment, args.busy)
+        together(args.dir, args.rounds, args.gradings, args.assignment, args.busy, args.report)
     else:
-        summary, holds = compare(args.dir)
+        summary, holds = compare(args.dir, args.kept)
         text = json.dumps(summary, indent=1)
         if args.json:
             args.json.write_text(text)

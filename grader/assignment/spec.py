@@ -162,3 +162,7 @@ class Assignment:
 
     def timeout_for(self, device: str) -> float:
         return self.gpu_timeout_s if device == "cuda" else self.cpu_timeout_s
+
+    def points_possible(self, bonus: bool = False) -> float:
+        """Every part's points, the bonus parts' only with `bonus` (the most a student can earn)."""
+        return sum(p.correctness_points + p.performance_points for p in self.parts if bonus or not p.bonus)

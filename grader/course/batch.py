@@ -20,13 +20,12 @@ from pathlib import Path
 import torch
 from distributed import Client, Nanny, Scheduler, SpecCluster, as_completed
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-import grader
 from grader.running import sandbox
-from grader.course import intake, salt
-from grader.reporting import summary
+from grader.course import eta, intake, plan, salt
+from grader.reporting import class_table, summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
 from grader.course.config import Course, CourseError, load_course, read_course_salt
@@ -69,17 +68,11 @@ class Options:
     students: frozenset[str] | None = None  # grade only these (`--student`); None: everyone
     course: Path | None = None  # course.toml (`--course`)
     sandboxed: bool = True  # False: --no-sandbox, student code runs without bubblewrap
+    advisory: bool = False  # --advisory: export a CPU-tier class to Canvas even so (advisory.py)
 
-    def grades(self, student: str) -> bool:
-        """Whether this batch grades the student (the others' stored grades stay in the outputs)."""
-        return self.students is None or student in self.students
-
-
-@dataclass(frozen=True)
-class Task:
-    submission: Submission
-    assignment: Assignment
-    key: Key
+    def grades(self, student: str, assignment: str) -> bool:
+        """Whether this batch grades the student's assignment (every other grade stays in the outputs, as stored)."""
+        return (self.students is None or student in self.students) and assignment in {a.name for a in self.assignments}
 
 
 def grade_task(assignment: Assignment, folder: str, device: str, salt: str, student: str,
@@ -172,6 +165,12 @@ class Engine:
             self.client = Client(self.cluster)
         return self.client
 
+    def slots(self) -> int:
+        """How many tasks run at once: a worker each (one thread), or a joined cluster's threads."""
+        if self.cluster is not None:
+            return len(self.cluster.worker_spec)
+        return max(1, sum(self.client.nthreads().values()))
+
     @property
     def description(self) -> str:
         if self.options.scheduler:
@@ -193,56 +192,8 @@ class Engine:
                 part.close()
 
 
-def refused_tests(assignment: Assignment, problem: str, device: str) -> list[TestResult]:
-    """A refused archive loses the assignment's points, each test saying why. What this tier grades for
-    nobody (speed on the CPU, parts whose cases are all GPU-tier) stays `no_gpu`, as for everyone."""
-    tests = []
-    for part in assignment.parts:
-        cases_here = any(case.runs_on(device) for case in part.cases)
-        rows = [
-            ("build", f"load {part.file}", True, 0.0),
-            ("correctness", "correctness", cases_here, part.correctness_points),
-        ]
-        if part.benchmarks:
-            rows.append(("performance", "speed", device == "cuda", part.performance_points))
-        for kind, name, graded_here, points in rows:
-            tests.append(TestResult(assignment.name, part.name, kind, f"{assignment.name}/{part.name}: {name}",
-                                    "missing_file" if graded_here else "no_gpu", 0.0, points, problem))  # fmt: skip
-    return tests
-
-
-def plan(submissions: list[Submission], assignments: list[Assignment]) -> list[Task]:
-    return [
-        Task(s, a, Key(s.student, a.name, s.content_hash(a.name), grader.__version__))
-        for s in submissions
-        for a in assignments
-    ]
-
-
-def resume(tasks: list[Task], book: Gradebook, device: str, regrade: bool,
-           chosen=lambda student: True) -> tuple[dict[Key, Entry], list[Task]]:  # fmt: skip
-    """What the gradebook already holds, and what is left to grade (everything, with --regrade).
-    A student not `chosen` (`--student` names others) is not graded: their latest stored grade stands."""
-    entries: dict[Key, Entry] = {}
-    pending = []
-    for task in tasks:
-        mine = chosen(task.key.student)
-        entry = None if regrade and mine else book.lookup(task.key, device)
-        if entry is None and task.submission.folder is None:  # a refused submission: nothing to run
-            tests = refused_tests(task.assignment, task.submission.problem, device)
-            machine = {"device": device, "tier": "none: the archive was refused", "grader_version": grader.__version__}
-            entry = book.record(task.key, device, tests, machine, 0.0)
-        if entry is None and not mine:
-            if (entry := book.latest(task.key.student, task.key.assignment, device)) is None:
-                continue  # never graded, and not asked for now
-        if entry is None:
-            pending.append(task)
-        else:
-            entries[task.key] = entry
-    return entries, pending
-
-
-def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str, console: Console) -> tuple[dict, list]:
+def grade_pending(engine: Engine, tasks: list[plan.Task], book: Gradebook, salt: str,
+                  console: Console) -> tuple[dict, list]:  # fmt: skip
     """Grade `tasks` on the cluster, recording each as it finishes; returns (entries, faults)."""
     client = engine.start()
     futures = {
@@ -253,17 +204,21 @@ def grade_pending(engine: Engine, tasks: list[Task], book: Gradebook, salt: str,
     }  # fmt: skip
     entries: dict[Key, Entry] = {}
     faults: list[str] = []
+    limits = {t.assignment.name: t.assignment.timeout_for(engine.device) for t in tasks}
+    left = eta.Estimate([t.assignment.name for t in tasks], engine.slots(), limits, book.mean_seconds(engine.device))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+               TextColumn("ETA"), eta.TimeLeft(left))  # fmt: skip
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task(f"grading on {engine.description}", total=len(tasks))
         for future, outcome in as_completed(futures, with_results=True, raise_errors=False):
             task = futures[future]
             if isinstance(outcome, BaseException):  # the grader failed, not the student: no row, a rerun retries
                 faults.append(f"{task.key.student}/{task.key.assignment}: {type(outcome).__name__}: {outcome}")
+                left.finished(task.assignment.name, None)
             else:
                 tests, environment, seconds = outcome
                 entries[task.key] = book.record(task.key, engine.device, tests, environment, seconds)
+                left.finished(task.assignment.name, seconds)
             progress.advance(bar)
     return entries, faults
 
@@ -279,8 +234,12 @@ def course_of(options: Options) -> Course:
 
 
 def chosen_students(options: Options, submissions: list[Submission]) -> None:
-    """--student names only students of this class (a typo would grade nobody, silently)."""
-    known = {s.student for s in submissions}
+    """--student names only students of this class (a typo would grade nobody, silently), and none
+    held back for the TA (identity.py)."""
+    known = {s.student for s in submissions if not s.held}
+    if held := sorted((options.students or set()) & {s.student for s in submissions if s.held}):
+        raise SetupError(f"--student {', '.join(held)}: held back until course.toml's [names] says whose each entry "
+                         "of that name is (the class page lists them)")  # fmt: skip
     if unknown := sorted((options.students or set()) - known):
         raise SetupError(f"--student {', '.join(unknown)}: no such student in {options.submissions} "
                          f"(students: {', '.join(sorted(known)[:20])}{' ...' if len(known) > 20 else ''})")  # fmt: skip
@@ -336,23 +295,42 @@ def start_engine(options: Options, console: Console) -> Engine | None:
     return engine
 
 
+def check_course_kept(options: Options) -> None:
+    """A folder graded with a course.toml is rewritten only with one: without it, grades.csv and every
+    report would lose their late penalties while canvas.csv stayed as it was (`make batch COURSE=...`)."""
+    book_path = options.out / GRADEBOOK
+    if options.course is not None or not book_path.is_file():
+        return
+    with Gradebook(book_path) as book:
+        last = overrides.last_batch(book.connection) or {}
+    if last.get("course"):
+        raise SetupError(f"{options.out} was graded with --course {last['course']}: pass it again (`make batch "
+                         f"COURSE={last['course']}`), or grade into a new --out to drop the course; without it "
+                         "every output would be written again without the course's late penalties")  # fmt: skip
+
+
 def run(options: Options, console: Console) -> int:
-    """The whole batch; returns the exit status (1 when some task failed inside the grader)."""
+    """The whole batch; returns the exit status (1 when some task failed inside the grader). The
+    class outputs are written from the whole gradebook, whatever this run grades (plan.py)."""
     course, secret = course_and_salt(options, console)
+    check_course_kept(options)
     engine = start_engine(options, console)
     faults: list[str] = []
     try:
         options.out.mkdir(parents=True, exist_ok=True)
-        submissions = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES)
-        chosen_students(options, submissions)
-        tasks = plan(submissions, options.assignments)
+        found = intake.collect(options.submissions, options.out / STAGING, assignment_names(), OUTPUT_NAMES,
+                               course.names)  # fmt: skip
+        chosen_students(options, found)
+        submissions = [s for s in found if not s.held]
         device = engine.device if engine else options.device
         with Gradebook(options.out / GRADEBOOK) as book:
             overrides.remember_batch(book.connection, {
                 "submissions": str(options.submissions), "assignments": [a.name for a in options.assignments],
-                "device": device, "course": str(options.course) if options.course else None})  # fmt: skip
-            entries, pending = resume(tasks, book, device, options.regrade, options.grades)
-            console.print(f"{len(submissions)} students x {len(options.assignments)} assignment(s): "
+                "device": device, "course": options.course and str(options.course), "advisory": options.advisory})  # fmt: skip
+            assignments = plan.class_assignments(options.assignments, book, device)
+            tasks = plan.tasks(submissions, assignments)
+            entries, pending = plan.resume(tasks, book, device, options.regrade, options.grades)
+            console.print(f"{len(submissions)} students x {len(assignments)} assignment(s): "
                           f"{len(entries)} in the gradebook already, {len(pending)} to grade")  # fmt: skip
             if pending:
                 graded, faults = grade_pending(engine, pending, book, secret, console)
@@ -360,21 +338,26 @@ def run(options: Options, console: Console) -> int:
             students = {s.student: [entries[t.key] for t in tasks if t.submission is s and t.key in entries]
                         for s in submissions}  # fmt: skip
             extras = course_outputs.prepare(course, students, {s.student: s.folder for s in submissions},
-                                            options.submissions, submissions, options.assignments, secret,
-                                            book.connection)  # fmt: skip
+                                            options.submissions, found, assignments, secret, book.connection,
+                                            export_advisory=options.advisory)  # fmt: skip
     finally:
         if engine:
             engine.close()
     problems = {s.student: s.flags for s in submissions if s.flags}
-    grades = summary.write_outputs(options.out, students, problems, options.assignments, extras)
-    summary.print_class_table(grades, options.assignments, console)
+    grades = summary.write_outputs(options.out, students, problems, assignments, extras)
+    class_table.print_class_table(grades, assignments, console)
+    tell(options, extras, faults, console)
+    return 1 if faults else 0
+
+
+def tell(options: Options, extras: course_outputs.CourseOutputs, faults: list[str], console: Console) -> None:
+    """The terminal's end of a batch; each line may name a student's folder: text, never markup."""
+    for item in extras.attention:
+        console.print(Text.assemble(("needs you:", "bold red"), " ", plain(item)))
     for note in extras.notes:
         console.print(Text.assemble(("note:", "yellow"), " ", plain(note)))
     if extras.review.pairs:
-        console.print(plain(f"similar pairs for review: {len(extras.review.pairs)} "
-                            f"({options.out / course_outputs.SIMILARITY_CSV})"))  # fmt: skip
+        console.print(plain(f"{course_outputs.similar_pairs(extras.review)} ({options.out / course_outputs.SIMILARITY_CSV})"))
     for fault in faults:
-        # A fault names the student's folder, which the student named: text, never markup.
         console.print(Text.assemble(("grader fault (nothing recorded; a rerun retries it):", "red"), " ", plain(fault)))
     console.print(plain(f"Class summary: {options.out / 'summary.html'}   grades: {options.out / 'grades.csv'}"))
-    return 1 if faults else 0

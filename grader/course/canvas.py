@@ -8,9 +8,12 @@ assignment, with the Points Possible row's points). So the export here keeps the
 identifying columns and rows, in order, and adds one column per graded assignment; a roster row
 no batch student matches keeps an empty cell, which Canvas leaves as it was.
 
-A roster row matches a student by its SIS Login ID, SIS User ID, ID or e-mail's user part,
-compared without case: a folder named `jdoe`, or Gradescope's `jdoe@uni.edu`, find Canvas's
-`jdoe`. A Gradescope group (`a@uni.edu+b@uni.edu`) gives each member the group's points.
+A roster row matches a student one way, exactly: the column course.toml names (`[canvas] match`)
+holds the student's name as the batch names them, character for character. Nothing is folded,
+trimmed to an e-mail's user part or split on `+`: `Alice@somewhere`, `0+alice` and `Zed+alice`
+are not alice. A Gradescope group gives each member the group's points (its submitters, from the
+export's metadata). A row that two students claim, or a name that two rows hold, is ambiguous: its
+cells stay empty and the batch lists it as an error, never picking one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from grader.reporting.text import csv_cell
 
 IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
-MATCHED_BY = ("SIS Login ID", "SIS User ID", "ID")
+MATCHABLE = ("SIS Login ID", "SIS User ID", "ID", "Integration ID")  # what course.toml's `match` may name
 POINTS_POSSIBLE = "Points Possible"
 
 
@@ -29,14 +32,8 @@ class RosterError(ValueError):
     """The roster is not a Canvas gradebook export."""
 
 
-def _keys(text: str) -> set[str]:
-    """The ways one identifier may be written: itself and, for an e-mail address, its user part."""
-    text = text.strip().casefold()
-    return {text, text.split("@")[0]} - {""}
-
-
-def read_roster(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """The roster's identifying columns (in its order) and its rows."""
+def read_roster(path: Path, column: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The roster's identifying columns (in its order) and its rows; `column` is the one students are found in."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as file:
             reader = csv.DictReader(file)
@@ -45,44 +42,63 @@ def read_roster(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise RosterError(f"{path}: cannot be read as Canvas's gradebook export: {error}") from None
     columns = [c for c in header if c in IDENTITY]
-    if "Student" not in columns or not any(c in columns for c in MATCHED_BY):
+    if "Student" not in columns or column not in columns:
         raise RosterError(f"{path}: expected Canvas's gradebook export, whose header starts "
-                          f"{', '.join(IDENTITY[:5])}; found {', '.join(header[:6]) or 'nothing'}")  # fmt: skip
+                          f"{', '.join(IDENTITY[:5])}, with a {column!r} column; found {', '.join(header[:6]) or 'nothing'}")  # fmt: skip
     return columns, rows
 
 
-def match(rows: list[dict[str, str]], students: list[str]) -> dict[int, list[str]]:
-    """Roster row index -> the batch's students it stands for."""
-    owners: dict[str, str] = {}
-    for student in students:
-        for member in student.split("+"):
-            for key in _keys(member):
-                owners.setdefault(key, student)
-    found: dict[int, list[str]] = {}
+def _points_row(row: dict[str, str]) -> bool:
+    return (row.get("Student") or "").strip() == POINTS_POSSIBLE
+
+
+def match(rows: list[dict[str, str]], column: str,
+          people: dict[str, tuple[str, ...]]) -> tuple[dict[int, str], list[str]]:  # fmt: skip
+    """Roster row index -> the one student it stands for, and the ambiguities (errors for the TA).
+    `people`: each student -> the names a roster knows them by (a Gradescope group's members)."""
+    holders: dict[str, list[int]] = {}
     for index, row in enumerate(rows):
-        keys = set().union(*(_keys(row.get(column) or "") for column in MATCHED_BY))
-        if mine := sorted({owners[k] for k in keys if k in owners}):
-            found[index] = mine
-    return found
+        if not _points_row(row) and (value := (row.get(column) or "").strip()):
+            holders.setdefault(value, []).append(index)
+    claims: dict[int, list[str]] = {}
+    errors = []
+    for student, names in people.items():
+        for name in names:
+            found = holders.get(name, [])
+            if len(found) > 1:
+                errors.append(f"canvas.csv: {student!r} is {name!r} in {len(found)} roster rows ({column}, lines "
+                              f"{', '.join(str(i + 2) for i in found)}): none of them is filled")  # fmt: skip
+            for index in found:
+                claims.setdefault(index, []).append(student)
+    owners = {}
+    for index, students in sorted(claims.items()):
+        if len(set(students)) > 1:
+            errors.append(f"canvas.csv: roster line {index + 2} ({column} {rows[index].get(column)!r}) stands for "
+                          f"{' and '.join(repr(s) for s in sorted(set(students)))}: left empty, decide whose it is")  # fmt: skip
+        elif len(holders.get((rows[index].get(column) or "").strip(), [])) == 1:
+            owners[index] = students[0]
+    return owners, errors
 
 
-def write_import(roster: Path, out: Path, points: dict[str, dict[str, float]], headers: dict[str, str],
-                 possible: dict[str, float]) -> list[str]:  # fmt: skip
+def write_import(roster: Path, column: str, out: Path, points: dict[str, dict[str, float]],
+                 people: dict[str, tuple[str, ...]], headers: dict[str, str],
+                 possible: dict[str, float]) -> tuple[list[str], list[str]]:  # fmt: skip
     """Write `out` for Canvas's import; `points`: student -> assignment -> final points, `headers`:
-    assignment -> Canvas column. Returns the students no roster row matched."""
-    columns, rows = read_roster(roster)
-    owners = match(rows, list(points))
+    assignment -> Canvas column. Returns the students no roster row holds, and the ambiguities."""
+    columns, rows = read_roster(roster, column)
+    owners, errors = match(rows, column, {s: people.get(s, (s,)) for s in points})
     assignments = list(headers)
     with out.open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow([*columns, *(headers[a] for a in assignments)])
         for index, row in enumerate(rows):
             identity = [csv_cell(row.get(c) or "") for c in columns]
-            if (row.get("Student") or "").strip() == POINTS_POSSIBLE:
+            if _points_row(row):
                 writer.writerow([*identity, *(f"{possible[a]:g}" for a in assignments)])
                 continue
-            mine = owners.get(index, [])
-            cells = [f"{points[mine[0]][a]:.2f}" if mine and a in points[mine[0]] else "" for a in assignments]
+            mine = owners.get(index)
+            cells = [f"{points[mine][a]:.2f}" if mine and a in points[mine] else "" for a in assignments]
             writer.writerow([*identity, *cells])
-    matched = {s for students in owners.values() for s in students}
-    return sorted(set(points) - matched)
+    named = {value for row in rows if (value := (row.get(column) or "").strip())}
+    unmatched = sorted(s for s in points if not any(name in named for name in people.get(s, (s,))))
+    return unmatched, errors

@@ -29,6 +29,14 @@
 
     [canvas]
     roster = "canvas-roster.csv"       # Canvas's gradebook export: batch writes canvas.csv to import
+    match = "SIS Login ID"             # the roster's column that holds each student's name exactly
+
+    [names]                            # entries whose names read alike are held back until mapped here
+    "Bob.zip" = "bob"                  # the entry (its name in the submissions folder) = its student
+    "_bob" = ""                        # "": nobody's (listed on the class page, graded for no one)
+
+    [service]                          # the submission service (`serve`): grader/service/rules.py reads it
+    students = "students.csv"          # who may submit (a `student` column)
 
 Every error names the file, the table and the key (toml_table.Table).
 """
@@ -44,6 +52,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from grader.assignment.toml_table import SpecError, Table
+from grader.course import canvas, identity
 
 # A flagged pair's similarity at least: independent solutions here reach 0.26, disguised copies 0.78
 # (tests/test_course.py measures both; the staff guide's "Similarity review" gives the table).
@@ -94,6 +103,9 @@ class Course:
     boilerplate: tuple[Path, ...] = ()
     leaderboard: bool = True
     canvas_roster: Path | None = None
+    canvas_match: str = ""  # the roster's column compared with each student's name, exactly
+    names: dict[str, str] = field(default_factory=dict)  # [names]: entry -> student ("" for nobody)
+    service: dict = field(default_factory=dict)  # [service] as written; grader/service/rules.py checks it
 
     def due_for(self, student: str, assignment: str) -> tuple[datetime, bool] | None:
         """The student's due time for the assignment and whether an extension moved it; None: no deadline."""
@@ -101,7 +113,7 @@ class Course:
             return None
         due, extended = self.due[assignment], False
         for extension in self.extensions:
-            if extension.student.casefold() == student.casefold() and extension.assignment in (None, assignment):
+            if extension.student == student and extension.assignment in (None, assignment):  # exactly: identity.py
                 due = max(due, extension.due or due + timedelta(days=extension.days))  # never shortens
                 extended = True
         return due, extended
@@ -203,17 +215,50 @@ def _load(path: Path, known: list[str]) -> Course:
     similar = root.table("similarity") if "similarity" in root.data else Table({}, path, "similarity")
     board = root.table("leaderboard") if "leaderboard" in root.data else Table({}, path, "leaderboard")
     canvas = root.table("canvas") if "canvas" in root.data else Table({}, path, "canvas")
-    roster = canvas.get("roster", str, "the path of Canvas's gradebook export (CSV)", None)
+    roster, match = _roster(canvas, base)
     course = Course(path=path, salt_file=(base / salt).resolve() if salt else None, time_zone=zone, late=late,
                     due=due, canvas_columns=columns, extensions=extensions, similarity=similar.flag("enabled", True),
                     threshold=similar.get("threshold", (int, float), "a similarity between 0 and 1", DEFAULT_THRESHOLD),
                     references=_paths(similar, "references", base), boilerplate=_paths(similar, "boilerplate", base),
-                    leaderboard=board.flag("enabled", True), canvas_roster=(base / roster).resolve() if roster else None)  # fmt: skip
+                    leaderboard=board.flag("enabled", True), canvas_roster=roster, canvas_match=match,
+                    names=_names(Table(root.get("names", dict, "a table of entries and their students", {}), path,
+                                       "names")),
+                    service=root.get("service", dict, "a table (the submission service's)", {}))  # fmt: skip
     if not 0 < course.threshold <= 1:
         raise similar.fail("threshold", "a similarity in (0, 1]")
     for table in (similar, board, canvas, root):
         table.finish()
     return course
+
+
+def _roster(table: Table, base: Path) -> tuple[Path | None, str]:
+    """Canvas's roster and the column each student is found in, checked now: a roster the batch
+    could not read would stop it after the grading."""
+    name = table.get("roster", str, "the path of Canvas's gradebook export (CSV)", None)
+    if name is None:
+        return None, ""
+    column = table.get("match", str, f"the roster's column that holds each student's name as the batch names them "
+                                     f"(one of {', '.join(canvas.MATCHABLE)})")  # fmt: skip
+    if column not in canvas.MATCHABLE:
+        raise table.fail("match", f"one of {', '.join(canvas.MATCHABLE)}")
+    roster = (base / name).resolve()
+    try:
+        canvas.read_roster(roster, column)
+    except canvas.RosterError as error:
+        raise table.fail("roster", f"Canvas's gradebook export ({error})") from None
+    return roster, column
+
+
+def _names(table: Table) -> dict[str, str]:
+    """[names]: each entry of the submissions folder, by its name there, and the student it is
+    (a name that can name a folder), or "" for nobody."""
+    names = {}
+    for entry in table.data:
+        student = table.get(entry, str, "the student this entry is, as the batch is to name them, or \"\" for nobody")
+        if student and (why := identity.unsafe(student)):
+            raise table.fail(entry, f"a student name that can name a folder (this one {why})")
+        names[entry] = student
+    return names
 
 
 def _extension(table: Table, known: list[str], zone: ZoneInfo) -> Extension:

@@ -99,6 +99,13 @@ class Gradebook:
         tests = [TestResult(**fields) for fields in json.loads(row[3])]
         return Entry(Key(student, assignment, row[0], row[1]), row[2], tests, json.loads(row[4]), row[5], row[6])
 
+    def mean_seconds(self, device: str) -> dict[str, float]:
+        """Each assignment's mean grading time on this tier, of the grades stored (a refused
+        archive's, graded in no time, left out): what the batch's time left starts from."""
+        rows = self.connection.execute("SELECT assignment, AVG(seconds) FROM grades WHERE device = ? AND seconds > 0 "
+                                       "GROUP BY assignment", (device,)).fetchall()  # fmt: skip
+        return dict(rows)
+
     def record(self, key: Key, device: str, tests: list[TestResult], environment: dict, seconds: float) -> Entry:
         """Store one finished task in a transaction of its own (replacing a regraded row)."""
         graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")

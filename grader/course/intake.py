@@ -1,29 +1,26 @@
 """A class's submissions, found in one folder: a folder or an archive per student, or a Gradescope export.
 
-Archives are unpacked as hostile input (grader/course/archives.py). Names are hostile too: each entry
-names its student, whose folder the batch writes beside its own files, so a name that is no safe
-folder name (empty, hidden, holding a separator or a control character), one the caller reserves
-(the batch's grades.csv), and an entry that is a link (to solutions/, to a classmate's folder) are
-refused. Either way a bad entry costs its student only: the submission comes back with a `problem`
-that the batch turns into `missing_file` tests naming it, under a student id of its own, and the
-rest of the class is graded. Entries that name one student (`carol/` beside `Carol.zip`) are two
-hand-ins of that student, each judged on its own: a refused one costs the other nothing, and the
-class summary flags them all (`note`).
+Archives are unpacked as hostile input (grader/course/archives.py). Names are hostile too: each
+entry names its student exactly (identity.py), whose folder the batch writes beside its own files.
+An entry whose name cannot name a folder, or that is a link (to solutions/, to a classmate's
+folder), or neither a folder nor a file (a pipe would block the reader), or that cannot be read,
+is refused: it costs its student only, as a submission with a `problem` that the batch turns into
+`missing_file` tests naming it, and the rest of the class is graded. Entries whose names read
+alike are all held back for the TA (`held`), graded as nobody, until course.toml's [names] says
+whose each is.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import re
 import shutil
-import unicodedata
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml  # installed with dask, which the batch needs anyway
 
+from grader.course import identity
 from grader.course.archives import IGNORED, ArchiveError, unpack
 from grader.running.submission_files import graded_files
 
@@ -31,13 +28,6 @@ from grader.running.submission_files import graded_files
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 REFUSED_PREFIX = "archive:"  # the hash of a refused submission: summary.identical leaves these out
-MAX_NAME = 128  # characters of a student id: a folder name may have 255, and a Gradescope group more
-UNSAFE_NAMES = [  # (test on a name as found, why it cannot name a folder)
-    (lambda name: not _clean(name), "is empty once made a safe folder name"),
-    (lambda name: name.strip().startswith("."), "starts with a dot, which hides a folder"),
-    (lambda name: "/" in name or "\\" in name, "holds a path separator"),
-    (lambda name: any(unicodedata.category(c) == "Cc" for c in name), "holds a control character"),
-]
 
 
 class IntakeError(ValueError):
@@ -48,20 +38,25 @@ class IntakeError(ValueError):
 class Submission:
     student: str
     source: Path  # what the student handed in: a folder or an archive
-    folder: Path | None  # laid out like starter/; None when the submission was refused
+    folder: Path | None  # laid out like starter/; None when the submission was refused or held back
     problem: str = ""  # why it was refused
-    note: str = ""  # why a person should look at it, graded or not (another entry named the same student)
+    held: str = ""  # why it waits for the TA (identity.py): graded as nobody, in no output
+    members: tuple[str, ...] = ()  # who it stands for in a roster: a Gradescope group's submitters; else the student
 
     @property
     def flags(self) -> str:
-        """What the class summary says of it: why it was refused, and what a TA should look at."""
-        return "; ".join(text for text in (self.problem, self.note) if text)
+        """What the class summary says of it: why it was refused."""
+        return self.problem
+
+    @property
+    def people(self) -> tuple[str, ...]:
+        return self.members or (self.student,)
 
     def content_hash(self, assignment: str) -> str:
         """sha256 over the assignment folder's files (paths and bytes, in sorted order)."""
         if self.folder is None:  # refused: the verdict follows what was handed in and why
             digest = hashlib.sha256(self.problem.encode() + b"\0")
-            if self.source.is_file():
+            if self.source.is_file() and not self.source.is_symlink():
                 digest.update(_file_hash(self.source).encode())
             return REFUSED_PREFIX + digest.hexdigest()
         digest = hashlib.sha256()
@@ -77,15 +72,6 @@ def _file_hash(path: Path) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def _clean(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9@+._-]+", "_", text.strip()).lstrip("._+-@")
-
-
-def student_name(text: str) -> str:
-    """A name that is safe as a folder name and a CSV cell: no separators, no leading dot or formula sign."""
-    return _clean(text) or "unnamed"
-
-
 def archive_stem(path: Path) -> str:
     name = path.name
     suffix = next((s for s in ARCHIVE_SUFFIXES if name.lower().endswith(s)), "")
@@ -94,28 +80,21 @@ def archive_stem(path: Path) -> str:
 
 @dataclass(frozen=True)
 class _Claim:
-    """An entry of the submissions folder, and the name it gives its student."""
+    """An entry of the submissions folder, the name it gives its student, and who it stands for."""
 
     source: Path
     name: str  # as found: the folder's name, the archive's stem, or the submitters in Gradescope's metadata
-
-    @property
-    def student(self) -> str:
-        student = student_name(self.name)
-        return student if len(student) <= MAX_NAME else self.own_id()
-
-    def own_id(self) -> str:
-        """An id nobody else has: student_name never writes '~', and entries of one folder differ in name."""
-        digest = hashlib.sha256(self.source.name.encode()).hexdigest()[:16]
-        return f"{student_name(self.name)[:64]}~{digest}"
+    members: tuple[str, ...] = ()  # a Gradescope submission's submitters
 
 
-def collect(directory: Path, staging: Path, assignments: list[str], reserved: Collection[str] = ()) -> list[Submission]:
-    """Every student's submission in `directory`, archives unpacked under `staging`.
+def collect(directory: Path, staging: Path, assignments: list[str], reserved: Collection[str] = (),
+            names: Mapping[str, str] | None = None) -> list[Submission]:  # fmt: skip
+    """Every entry of `directory`, archives unpacked under `staging`; each submission's student is
+    the entry's name, or what `names` (course.toml's [names]: entry -> student) gives it.
 
     `reserved` names what the caller writes beside the students' folders (the batch's grades.csv):
     a student of one of those names is refused, as are unsafe names and links (_accept). Entries
-    that name one student are that student's (_admit).
+    whose names read alike are held back (identity.attribute).
     """
     if (directory / GRADESCOPE_METADATA).is_file():
         claims = _gradescope(directory)
@@ -124,16 +103,8 @@ def collect(directory: Path, staging: Path, assignments: list[str], reserved: Co
                   for entry in sorted(directory.iterdir()) if _candidate(entry)]  # fmt: skip
     if not claims:
         raise IntakeError(f"{directory}: no submissions (expected a folder, .zip or .tar.gz per student)")
-    problems = _entry_problems(claims, reserved)
-    found = {c.source: Submission(c.own_id(), c.source, None, problems[c.source])
-             for c in claims if c.source in problems}  # fmt: skip
-    students: dict[str, list[_Claim]] = {}
-    for claim in claims:  # case folded: a TA's laptop may not tell Bob's folder from bob's
-        if claim.source not in problems:
-            students.setdefault(student_name(claim.name).casefold(), []).append(claim)
-    for group in students.values():
-        found.update(_admit(group, staging, assignments))
-    return [found[claim.source] for claim in claims]
+    decided = identity.attribute({c.source.name: c.name for c in claims}, names or {})
+    return [_admit(claim, decided[claim.source.name], staging, assignments, reserved) for claim in claims]
 
 
 def _candidate(entry: Path) -> bool:
@@ -142,46 +113,27 @@ def _candidate(entry: Path) -> bool:
     return entry.is_dir() or entry.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def _entry_problems(claims: list[_Claim], reserved: Collection[str]) -> dict[Path, str]:
-    """Why each entry whose name cannot name a student is refused; the others are looked inside."""
-    return {c.source: f"{c.source.name!r} was not graded: its student name {c.name!r} {why}; rename it"
-            for c in claims if (why := _unsafe(c.name, reserved))}  # fmt: skip
-
-
-def _admit(group: list[_Claim], staging: Path, assignments: list[str]) -> dict[Path, Submission]:
-    """The entries that name one student, each judged on its own, so that one bad entry costs no
-    other: two entries of one name are two hand-ins of one student (an upload and its unpacked
-    copy, a resubmission). The first that can be graded (folders first, then by name) is graded
-    under the student's name, another that can be graded under an id of its own, one that cannot
-    is refused with its own reason; each is flagged for the TA to decide which counts."""
-    if len(group) == 1:
-        return {group[0].source: _accept(group[0], staging, assignments, group[0].student)}
-    ordered = sorted(group, key=_folders_first)
-    admitted = {claim.source: _accept(claim, staging, assignments, claim.own_id()) for claim in ordered}
-    graded = [claim for claim in ordered if admitted[claim.source].folder is not None]
-    name = (graded or ordered)[0].student
-    if graded:
-        first = admitted[graded[0].source]
-        admitted[graded[0].source] = dataclasses.replace(first, student=name)
-    entries = " and ".join(repr(claim.source.name) for claim in ordered)
-    for claim in ordered:
-        submission = admitted[claim.source]
-        outcome = (f"{claim.source.name!r} is graded as {submission.student!r}" if submission.folder is not None
-                   else f"{claim.source.name!r} is refused")  # fmt: skip
-        note = f"{entries} name the same student {name!r}: {outcome}; decide which counts"
-        admitted[claim.source] = dataclasses.replace(submission, note=note)
-    return admitted
-
-
-def _folders_first(claim: _Claim) -> tuple[bool, str]:
-    return claim.source.is_symlink() or not claim.source.is_dir(), claim.source.name
-
-
-def _unsafe(name: str, reserved: Collection[str]) -> str:
-    """Why `name` cannot name a student's folder beside the caller's own files, or ''."""
-    why = next((why for unsafe, why in UNSAFE_NAMES if unsafe(name)), "")
-    taken = next((r for r in reserved if r.casefold() == student_name(name).casefold()), None)
-    return why or (f"is taken by the batch's own {taken!r} beside the students' folders" if taken else "")
+def _admit(claim: _Claim, decided: identity.Attribution, staging: Path, assignments: list[str],
+           reserved: Collection[str]) -> Submission:  # fmt: skip
+    """The entry as the batch takes it: held back, refused for its name, or looked inside."""
+    members = () if decided.mapped else claim.members
+    if decided.held:
+        return Submission(decided.student, claim.source, None, held=decided.held, members=members)
+    if why := identity.unsafe(decided.student, reserved):
+        return Submission(identity.own_id(decided.student, claim.source.name), claim.source, None,
+                          f"{claim.source.name!r} was not graded: its student name {decided.student!r} {why}; rename "
+                          "it, or give it a student in course.toml's [names]", members=members)  # fmt: skip
+    student = decided.student
+    if identity.too_long(student):
+        student = identity.own_id(student, claim.source.name)
+    try:
+        submission = _accept(claim, staging, assignments, student)
+        for assignment in assignments if submission.folder is not None else ():
+            submission.content_hash(assignment)  # every file is readable now, or the entry is refused here
+    except OSError as error:
+        submission = Submission(student, claim.source, None, f"{claim.source.name!r} could not be read: "
+                                f"{type(error).__name__}: {error}")  # fmt: skip
+    return Submission(submission.student, submission.source, submission.folder, submission.problem, members=members)
 
 
 def _accept(claim: _Claim, staging: Path, assignments: list[str], student: str) -> Submission:
@@ -191,6 +143,9 @@ def _accept(claim: _Claim, staging: Path, assignments: list[str], student: str) 
                           "files in")  # fmt: skip
     if claim.source.is_dir():
         return Submission(student, claim.source, submission_root(claim.source, assignments))
+    if not claim.source.is_file():  # a pipe or a device: reading it could block the whole batch
+        return Submission(student, claim.source, None, f"{claim.source.name!r} was not graded: it is neither a "
+                          "folder nor a file")  # fmt: skip
     target = staging / student
     shutil.rmtree(target, ignore_errors=True)  # a rerun unpacks afresh: the archive may have changed
     try:
@@ -219,9 +174,10 @@ def _gradescope(directory: Path) -> list[_Claim]:
     found = []
     for folder in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")):
         submitters = metadata.get(folder.name, {}).get(":submitters") or []
-        ids = [s.get(":email") or s.get(":sid") or s.get(":name") for s in submitters if isinstance(s, dict)]
-        name = "+".join(str(i) for i in ids if i) or folder.name  # a group submission names every member
-        found.append(_Claim(folder, name))
+        ids = [str(i) for s in submitters
+               if isinstance(s, dict) and (i := s.get(":email") or s.get(":sid") or s.get(":name"))]  # fmt: skip
+        name = "+".join(ids) or folder.name  # a group submission names every member
+        found.append(_Claim(folder, name, tuple(ids)))
     return found
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from grader.course import intake
-from grader.course.config import Course, parse_time
+from grader.course.config import Course, CourseError, parse_time
 
 EVERY = "*"  # a time that holds for every assignment of the submission
 # Gradescope writes nine digits of fraction and a space before the offset; fromisoformat wants neither.
@@ -61,9 +61,16 @@ def gradescope_time(value: object) -> datetime | None:
         return None
 
 
-def submission_times(directory: Path, submissions: list, course: Course) -> dict[str, dict[str, tuple[datetime, str]]]:
-    """student -> assignment (or EVERY) -> (time, where it came from)."""
+Times = dict[str, dict[str, tuple[datetime, str]]]  # student -> assignment (or EVERY) -> (time, its source)
+
+
+def submission_times(directory: Path, submissions: list, course: Course) -> tuple[Times, list[tuple[str, str]]]:
+    """student -> assignment (or EVERY) -> (time, where it came from); and what could not be read,
+    for the TA, as (the student it costs, or '', why): a table or a row that cannot be read costs
+    the students it names their time (no penalty is taken, and their report says no time is
+    known), never the batch."""
     times: dict[str, dict[str, tuple[datetime, str]]] = {}
+    problems: list[tuple[str, str]] = []
     metadata = directory / intake.GRADESCOPE_METADATA
     if metadata.is_file():
         found = intake._gradescope_metadata(metadata)  # the one reader of Gradescope's YAML
@@ -71,15 +78,25 @@ def submission_times(directory: Path, submissions: list, course: Course) -> dict
             created = gradescope_time(found.get(submission.source.name, {}).get(":created_at"))
             if created is not None:
                 times.setdefault(submission.student, {})[EVERY] = (created, "Gradescope")
-    students = {s.student.casefold(): s.student for s in submissions}
+    students = {s.student for s in submissions}
     for table in sorted(directory.glob("*.csv")):
-        for row, where in _time_rows(table):
-            student = students.get(intake.student_name(row["student"]).casefold())
-            if student is None:
-                continue
-            when = parse_time(row["submitted_at"], course.time_zone, where)
-            times.setdefault(student, {})[row.get("assignment") or EVERY] = (when, table.name)
-    return times
+        if table.is_symlink() or not table.is_file():  # a student's folder called mallory.csv is a submission
+            continue
+        try:
+            for row, where in _time_rows(table):
+                student = row["student"].strip()  # exactly as the batch names the student (identity.py)
+                if student not in students:
+                    continue
+                try:
+                    when = parse_time(row["submitted_at"], course.time_zone, where)
+                except CourseError as error:
+                    problems.append((student, f"{error}: no submission time is taken from it"))
+                    continue
+                times.setdefault(student, {})[(row.get("assignment") or "").strip() or EVERY] = (when, table.name)
+        except (OSError, csv.Error) as error:
+            problems.append(("", f"{table}: cannot be read as a table of submission times ({error}): no time is "
+                                 "taken from it"))  # fmt: skip
+    return times, problems
 
 
 def _time_rows(table: Path):

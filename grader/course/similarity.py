@@ -1,9 +1,13 @@
 """Similarity review: which students' code for an assignment is too alike to be independent work.
 
-copydetect (0.5.0) does the fingerprinting: Pygments tokenizes each file (Python and CUDA C alike),
-every identifier becomes one letter and comments and whitespace go, so renaming variables and
-rewriting comments change nothing; winnowing then keeps position-independent fingerprints of
-25-character runs, so reordering functions changes nothing either. The starter's code is
+What is compared is the code as the compiler sees it (canonical.py): comments, docstrings, dead
+statements and assignments nothing reads are left out, so padding a copy with comments or junk
+statements changes nothing. copydetect (0.5.0) then does the fingerprinting: Pygments tokenizes
+each file (Python and CUDA C alike), every identifier becomes one letter, so renaming variables
+changes nothing; winnowing keeps position-independent fingerprints of 25-character runs, so
+reordering functions changes nothing either. The review's cost follows the code left once that is
+done, and is capped there (MAX_CODE), not by the bytes handed in; a submission that is not compared
+(past a cap, unreadable, too little code of its own) is listed with the reason on the class page. The starter's code is
 boilerplate (every student starts from it), as is any folder course.toml adds; earlier terms'
 submissions that course.toml points at are references each student is compared with.
 
@@ -26,15 +30,20 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.course import canonical
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.submission_files import graded_files
 from grader.assignment.spec import Assignment
 
 # What is compared, by language: the suffix copydetect's lexer is chosen by, and the files it reads.
 LANGUAGES = {"python": (".py", (".py",)), "cuda": (".cu", (".cu", ".cuh", ".h", ".hpp", ".cpp", ".c"))}
+AS_COMPILED = {"python": canonical.python, "cuda": canonical.cuda}
 NOISE, GUARANTEE = 25, 30  # copydetect's defaults: shortest run that counts, run always found
 MIN_OWN = 60  # characters of tokenized code beyond the starter's: with less, there is nothing to compare
-MAX_BYTES = 512 * 1024  # of one student's files of one language: past this, the files are not read
+# The review's work follows the code left once comments and dead statements are gone: a comparison
+# fingerprints every character of it. The largest solution here is about 9,000 characters so.
+MAX_CODE = 200_000
+MAX_READ_BYTES = 32 << 20  # of one student's files of one language: reading and parsing them is work too
 SHOWN_CHARS = 40_000  # of each side in the class page
 
 
@@ -76,24 +85,45 @@ class Pair:
     right: tuple[Segment, ...]
 
 
+@dataclass(frozen=True)
+class Uncompared:
+    """A student's code for an assignment that the review could not compare, and why."""
+
+    assignment: str
+    language: str
+    student: str
+    reason: str
+
+
 @dataclass
 class Review:
     pairs: list[Pair] = field(default_factory=list)
     skipped: str = ""  # why no review ran, shown in the console and the class page
     threshold: float = 0.5
     documents: int = 0  # how many (student, assignment, language) documents were compared
+    uncompared: list[Uncompared] = field(default_factory=list)  # listed on the class page
 
 
-def document(folder: Path | None, language: str) -> str:
-    """A submission's files of one language in one assignment folder, read as one text."""
+def document(folder: Path | None, language: str) -> tuple[str, str]:
+    """A submission's files of one language in one assignment folder as the compiler sees them,
+    read as one text; or '' and why they could not be ('', '' where there are none)."""
     if folder is None or not folder.is_dir():
-        return ""
+        return "", ""
     suffixes = LANGUAGES[language][1]
-    files = [p for p in graded_files(folder) if p.suffix in suffixes]
-    if sum(p.stat().st_size for p in files) > MAX_BYTES:
-        return ""
+    try:
+        files = [p for p in graded_files(folder) if p.suffix in suffixes]
+        size = sum(p.stat().st_size for p in files)
+        if size > MAX_READ_BYTES:
+            return "", f"{size / 2**20:.1f} MiB of files, past the {MAX_READ_BYTES / 2**20:.1f} MiB the review reads"
+        texts = AS_COMPILED[language]([p.read_text(errors="replace") for p in files])
+    except OSError as error:
+        return "", f"its files could not be read ({type(error).__name__}: {error})"
     marker = "# file: " if language == "python" else "// file: "  # a comment, which tokenizing drops
-    return "".join(f"{marker}{p.relative_to(folder)}\n{p.read_text(errors='replace')}\n" for p in files)
+    text = "".join(f"{marker}{p.relative_to(folder)}\n{code}\n" for p, code in zip(files, texts))
+    if len(text) > MAX_CODE:
+        return "", (f"{len(text):,} characters of code once comments and dead statements are left out, past the "
+                    f"{MAX_CODE:,} the review compares")  # fmt: skip
+    return text, ""
 
 
 def stable_kgrams(string: str, k: int):
@@ -137,17 +167,22 @@ def _boilerplate(folders: list[Path], assignment: str, language: str):
 
     hashes: set = set()
     for folder in folders:
-        if text := document(folder / assignment, language):
+        if text := document(folder / assignment, language)[0]:
             hashes |= _fingerprint(text, language).hashes
     return np.array(sorted(hashes)) if hashes else None
 
 
 def compare(assignment: str, language: str, mine: dict[str, str], earlier: dict[str, str], boilerplate,
-            threshold: float) -> list[Pair]:  # fmt: skip
-    """Every pair of students, and each student against each earlier submission, at or above `threshold`."""
+            threshold: float, uncompared: list[Uncompared] | None = None) -> list[Pair]:  # fmt: skip
+    """Every pair of students, and each student against each earlier submission, at or above
+    `threshold`; a student with too little code of their own to compare joins `uncompared`."""
     compare_files = _copydetect().compare_files
-    prints = {name: fp for name, text in {**mine, **earlier}.items()
-              if text and (fp := _fingerprint(text, language, boilerplate)).token_coverage >= MIN_OWN}  # fmt: skip
+    every = {name: _fingerprint(text, language, boilerplate) for name, text in {**mine, **earlier}.items() if text}
+    prints = {name: fp for name, fp in every.items() if fp.token_coverage >= MIN_OWN}
+    for name in sorted(set(mine) & set(every) - set(prints)):
+        if every[name].token_coverage and uncompared is not None:  # none at all: the starter untouched
+            uncompared.append(Uncompared(assignment, language, name, f"{every[name].token_coverage} characters of "
+                                         f"code of its own beyond the starter's: fewer than the {MIN_OWN} a comparison needs"))  # fmt: skip
     students = sorted(name for name in mine if name in prints)
     candidates = list(itertools.combinations(students, 2))
     candidates += [(s, e) for s in students for e in sorted(earlier) if e in prints]
@@ -171,11 +206,13 @@ def review(folders: dict[str, Path | None], assignments: list[Assignment], start
     result = Review(threshold=threshold)
     for assignment in assignments:
         for language in LANGUAGES:
-            mine = {s: document(f / assignment.name if f else None, language) for s, f in folders.items()}
-            theirs = {e: document(f / assignment.name, language) for e, f in earlier.items()}
+            read = {s: document(f / assignment.name if f else None, language) for s, f in folders.items()}
+            result.uncompared += [Uncompared(assignment.name, language, s, why) for s, (_, why) in read.items() if why]
+            mine = {s: text for s, (text, _) in read.items()}
+            theirs = {e: document(f / assignment.name, language)[0] for e, f in earlier.items()}
             result.documents += sum(1 for text in mine.values() if text)
             shared = _boilerplate([starter, *boilerplate], assignment.name, language)
-            result.pairs += compare(assignment.name, language, mine, theirs, shared, threshold)
+            result.pairs += compare(assignment.name, language, mine, theirs, shared, threshold, result.uncompared)
     result.pairs.sort(key=lambda p: (-p.similarity, p.assignment, p.student_a, p.student_b))
     return result
 
@@ -186,7 +223,7 @@ def earlier_submissions(references: tuple[Path, ...]) -> dict[str, Path]:
     from grader.assignment.loading import assignment_names
 
     found = {}
-    for reference in references:
+    for reference in references:  # the TA's own folders: course.toml checked they exist
         for folder in sorted(p for p in reference.iterdir() if p.is_dir() and not p.name.startswith(".")):
             found[f"earlier:{reference.name}/{folder.name}"] = submission_root(folder, assignment_names())
     return found

@@ -4,7 +4,8 @@ A reason code is part of the result's contract (results.json's `extra_data.reaso
 and their order here are fixed. Each carries what the rest of the grader needs to know about it:
 
 - `hint`: one line for the student under each case that failed for this reason (report, terminal,
-  Gradescope, the class summary's commonest reasons);
+  Gradescope, the class summary's commonest reasons); it names only what every one of those shows
+  (a message, not the report's map: a case may have none, and the class page has none);
 - `load`: the part's code could not be loaded or built, so its cases did not run (the report shows
   one load row, and the first such failure stands for the part);
 - `review`: the code broke the process or the rules, not just the numbers, so the class summary
@@ -50,8 +51,8 @@ REGISTRY = (
     Reason("wrong_shape", "Return a tensor of the shape the handout gives (usually the input's shape).", "known_wrong"),
     Reason("wrong_dtype", "Return the input's dtype: compute in float32 inside the kernel, store in the output dtype.",
            "known_wrong"),
-    Reason("wrong_result", "Look at the map: a bad last block points at a mask, every row bad at a reduction or "
-           "stride.", "known_wrong"),
+    Reason("wrong_result", "Outside the tolerance: only the last block wrong points at a mask, every row wrong at a "
+           "reduction or a stride.", "known_wrong"),
     Reason("nan_or_inf", "An overflow, or memory read before it was written: subtract the row max, load with a "
            "mask and other=-inf or 0, write an output before reading it.", "known_wrong"),
     Reason("unwritten_output", "Some outputs were never stored: check the grid covers every row/block and the store "

@@ -57,20 +57,31 @@ class KernelProfile:
         return max([self.memory_pct or 0.0, *self.levels.values()])
 
     @property
+    def busiest(self) -> float:
+        """The busiest unit's share of its peak, compute or memory."""
+        return max(self.compute_pct or 0.0, self._memory_busiest)
+
+    @property
+    def verdict(self) -> str:
+        """The reading in a few words, for a narrow table: near the roofline, some headroom, latency-bound."""
+        if self.busiest >= NEAR_PEAK:
+            return "near the roofline"
+        return "some headroom" if self.busiest >= BOUND else "latency-bound"
+
+    @property
     def reading(self) -> str:
-        busiest = max(self.compute_pct or 0.0, self._memory_busiest)
         unit = "the SMs" if self.limit == "compute" else f"{self.limit} bandwidth" if self.limit else "no unit"
-        if busiest >= NEAR_PEAK:
-            return f"bound by {unit}, at {busiest:.0f}% of its peak: near the roofline; only less work there makes it faster"
-        if busiest >= BOUND:
-            return f"bound by {unit}, at {busiest:.0f}% of its peak: some headroom left"
-        return (f"no unit above {busiest:.0f}% of its peak: latency-bound, too little work in flight to keep the GPU "
-                "busy (more warps per SM, more loads in flight per warp, or a larger grid)")
+        if self.verdict == "near the roofline":
+            return f"bound by {unit}, at {self.busiest:.0f}% of its peak: near the roofline; only less work there makes it faster"
+        if self.verdict == "some headroom":
+            return f"bound by {unit}, at {self.busiest:.0f}% of its peak: some headroom left"
+        return (f"no unit above {self.busiest:.0f}% of its peak: latency-bound, too little work in flight to keep the "
+                "GPU busy (more warps per SM, more loads in flight per warp, or a larger grid)")
 
     def as_dict(self) -> dict:
         return {"kernel": self.kernel, "duration_ns": self.duration_ns, "compute_pct": self.compute_pct,
                 "memory_pct": self.memory_pct, "levels": self.levels, "limit": self.limit, "reading": self.reading,
-                "block": self.block, "grid": self.grid}  # fmt: skip
+                "verdict": self.verdict, "block": self.block, "grid": self.grid}  # fmt: skip
 
 
 def parse(text: str) -> list[KernelProfile]:

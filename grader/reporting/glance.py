@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from grader.judging import reasons
 from grader.reporting import results
 
 if TYPE_CHECKING:
@@ -18,9 +19,11 @@ ORDER = {"failed": 0, "partial": 1, "passed": 2, "not graded": 3}
 
 
 def status_of(tests: list[TestResult]) -> str:
-    """passed, partial (some points), failed (none), or not graded (nothing could be graded here)."""
+    """passed, partial (some points), failed (none), or not graded (nothing could be graded here).
+    Compiling earns nothing by itself: a part whose build passed and whose cases all need a GPU (a
+    CUDA C part on the CPU tier) is not graded, never passed."""
     graded = [t for t in tests if t.graded]
-    if not graded:
+    if not graded or (len(graded) < len(tests) and all(t.kind == "build" and t.passed for t in graded)):
         return "not graded"
     if all(t.passed for t in graded):
         return "passed"
@@ -116,6 +119,11 @@ class PartLine:
     def failed(self) -> list[TestResult]:
         return [t for t in self.tests if t.graded and not t.passed]
 
+    @property
+    def untouched(self) -> bool:
+        """Still as the starter left it: every failure says so (reasons.UNTOUCHED)."""
+        return bool(self.failed) and all(t.reason in reasons.UNTOUCHED for t in self.failed)
+
     def speed_range(self) -> str:
         """The timed cases' ratios to torch as one range ("0.95-1.02x"), or "" where none was timed."""
         ratios = sorted(s.ratio for s in self.speeds)
@@ -143,17 +151,18 @@ def points_of(tests: list[TestResult], slash: str = " / ") -> str:
 
 
 def parts(grade: Grade) -> list[PartLine]:
-    """Every part, those that lost points first: failed, then partial (least earned first), passed, not
-    graded; otherwise in the order they were graded."""
+    """Every part, those the student worked on first: of those, the ones that lost points first
+    (failed, then partial, least earned first), then passed and not graded; the parts still as the
+    starter left them last. Otherwise in the order they were graded."""
     found: dict[tuple[str, str], PartLine] = {}
     for test in grade.tests:
         line = found.setdefault((test.assignment, test.part), PartLine(test.assignment, test.part, []))
         line.tests.append(test)
         if speed := speed_of(test):
             line.speeds.append(speed)
-    def rank(line: PartLine) -> tuple[int, float]:
+    def rank(line: PartLine) -> tuple[bool, int, float]:
         share = line.score / (line.max_score or 1) if line.status == "partial" else 0.0
-        return ORDER[line.status], share
+        return line.untouched, ORDER[line.status], share
 
     return sorted(found.values(), key=rank)
 

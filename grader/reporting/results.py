@@ -80,6 +80,11 @@ class Grade:
         return tests + sum(a.points for a in self.adjustments if a.assignment == assignment)
 
     @property
+    def bonus_score(self) -> float:
+        """The bonus points earned: part of `score`, on top of `max_score`."""
+        return sum(t.score for t in self.tests if t.bonus)
+
+    @property
     def max_score(self) -> float:
         return possible(self.tests)
 
@@ -96,7 +101,7 @@ class Grade:
 
 
 def summary_line(grade: Grade) -> str:
-    bonus = sum(t.score for t in grade.tests if t.bonus)
+    bonus = grade.bonus_score
     text = f"Score {grade.score - bonus:.2f} of {grade.max_score:.2f}"
     if bonus:
         text += f", plus {bonus:.2f} bonus points ({grade.score:.2f} in all)"

@@ -19,6 +19,8 @@ from grader.reporting.results import Grade, summary_line
 from grader.reporting.text import printable
 from grader.running import stack
 
+NOT_GRADED = "not graded here"
+
 
 def _clean(value):
     """JSON has no NaN or Inf: they become strings, so the file stays valid. Strings are made
@@ -36,19 +38,21 @@ def _clean(value):
 
 def gradescope(grade: Grade) -> dict:
     """Gradescope shows `name` and `output` to students and TAs as they are: printable() keeps
-    whatever the submission printed or raised from carrying control or bidi characters there."""
+    whatever the submission printed or raised from carrying control or bidi characters there.
+    Its `status` is passed or failed; a test that could not be graded here (speed on a CPU) says
+    "not graded here" in its name and output, as the terminal and the report call it."""
     numbers: dict[str, int] = {}
     tests = []
     for test in grade.tests:
         group = numbers.setdefault(test.assignment, len(numbers) + 1)
         index = sum(1 for t in tests if t["extra_data"]["assignment"] == test.assignment) + 1
         tests.append({
-            "name": printable(test.name),
+            "name": printable(test.name if test.graded else f"{test.name} ({NOT_GRADED})"),
             "number": f"{group}.{index}",
             "score": round(test.score, 4),
             "max_score": round(test.max_score, 4),
             "status": "passed" if test.passed else "failed",
-            "output": printable(test.output if test.graded else f"Not graded here. {test.output}"),
+            "output": printable(test.output if test.graded else f"{NOT_GRADED.capitalize()}: {test.output}"),
             "tags": [test.assignment, test.part, test.kind, test.reason, *(["bonus"] if test.bonus else [])],
             "visibility": "after_due_date" if test.hidden else "visible",
             "extra_data": _clean({"assignment": test.assignment, "part": test.part, "kind": test.kind,

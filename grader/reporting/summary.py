@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from grader.running import sandbox, stack
 from grader.judging import reasons
 from grader.course import intake
-from grader.reporting import report
+from grader.reporting import class_table, glance, report
 from grader.course import outputs as course_outputs
 from grader.course.outputs import CourseOutputs
 from grader.course.gradebook import Entry
-from grader.reporting.results import Grade, possible
+from grader.reporting.results import Grade
 from grader.reporting.results_json import write_json
 from grader.assignment.spec import REPO_ROOT, Assignment
 from grader.reporting.text import csv_cell
@@ -59,15 +56,20 @@ def write_outputs(out: Path, students: dict[str, list[Entry]], problems: dict[st
     write_grades_csv(out / "grades.csv", grades, assignments, course)
     page = class_summary(grades, students, problems, assignments)
     if course is not None:
-        course_outputs.write_files(out, course, grades, assignments, course.notes)
+        course_outputs.write_files(out, course, grades, assignments)
         page.update(course_page(course, page["flagged"]))
     (out / "summary.html").write_text(report.templates().get_template("summary.html.j2").render(**page))
     return grades
 
 
 def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
-    """The class page's course sections; each flagged pair also joins both students' review reasons."""
+    """The class page's course sections, and what needs the TA first at its top; each flagged pair
+    also joins both students' review reasons, as does what the course found of a student."""
     why = {row["student"]: row["why"] for row in flagged}
+    for student, flags in course.flags.items():
+        why.setdefault(student, []).extend(flags)
+    for item in course.review.uncompared:
+        why.setdefault(item.student, []).append(f"{item.assignment}: not compared for similarity: {item.reason}")
     for pair in course.review.pairs:
         for me, other in ((pair.student_a, pair.student_b), (pair.student_b, pair.student_a)):
             if me in why or me in course.students:
@@ -75,7 +77,8 @@ def course_page(course: CourseOutputs, flagged: list[dict]) -> dict:
                 why.setdefault(me, []).append(note)
     flagged[:] = [{"student": s, "why": w} for s, w in why.items() if w]
     boards = [{"gpu": b.gpu, "href": f"{course_outputs.LEADERBOARDS}/{b.file}"} for b in course.boards]
-    return {"review": course.review, "leaderboards": boards, "course_notes": course.notes}
+    return {"review": course.review, "leaderboards": boards, "course_notes": course.notes,
+            "attention": course.attention}  # fmt: skip
 
 
 def scores(grade: Grade, assignments: list[Assignment]) -> list[float]:
@@ -100,21 +103,24 @@ def write_grades_csv(path: Path, grades: dict[str, Grade], assignments: list[Ass
 
 def class_summary(grades: dict[str, Grade], students: dict[str, list[Entry]], problems: dict[str, str],
                   assignments: list[Assignment]) -> dict:  # fmt: skip
-    """The data of the class page."""
-    tops = [g.graded_max_score for g in grades.values() if g.tests]
-    top = max(tops, default=0.0)
+    """The data of the class page. Every score is out of the class's scale (bonus apart), the same
+    for every student and every row."""
+    scale = class_table.Scale.of(grades, assignments)
+    count = max(len(grades), 1)
     # The richest description of the machine (a refused archive's entry has only the device).
     environment = max((e.environment for entries in students.values() for e in entries), key=len, default={})
     return {
         "students": len(grades),
         "assignments": [a.name for a in assignments],
-        "top": top,
-        "mean": sum(g.score for g in grades.values()) / max(len(grades), 1),
-        "histogram": histogram([g.score for g in grades.values()], top),
+        "scale": scale,
+        "mean": sum(g.score - g.bonus_score for g in grades.values()) / count,
+        "mean_bonus": sum(g.bonus_score for g in grades.values()) / count,
+        "histogram": histogram([g.score - g.bonus_score for g in grades.values()], scale.most),
         "parts": pass_rates(grades),
         "reasons": common_reasons(grades),
         "flagged": flagged(grades, students, problems, assignments),
-        "rows": [{"student": s, "scores": scores(g, assignments), "score": g.score} for s, g in grades.items()],
+        "rows": [{"student": s, "scores": scores(g, assignments), "score": g.score, "bonus": g.bonus_score}
+                 for s, g in grades.items()],  # fmt: skip
         "environment": environment,
         "warning": stack.warning(environment),
         "unsandboxed": next((w for entries in students.values() for e in entries
@@ -124,32 +130,37 @@ def class_summary(grades: dict[str, Grade], students: dict[str, list[Entry]], pr
 
 
 def histogram(totals: list[float], top: float) -> list[dict]:
-    width = top / HISTOGRAM_BINS if top > 0 else 1.0
-    counts = [0] * HISTOGRAM_BINS
+    """The scores in bins of a round width (1, 2, 2.5 or 5 times a power of ten), at most
+    HISTOGRAM_BINS of them from 0 to `top`, so that each edge is a short label ("20", "2.5")."""
+    rough = (top or 1.0) / HISTOGRAM_BINS
+    power = 10.0 ** math.floor(math.log10(rough))
+    width = next(power * m for m in (1, 2, 2.5, 5, 10) if power * m >= rough - 1e-9)
+    counts = [0] * max(1, math.ceil(round((top or 1.0) / width, 6)))
     for total in totals:
-        counts[min(int(total / width), HISTOGRAM_BINS - 1)] += 1  # a full score lands in the last bin
+        at = int(total / width + 1e-9)  # 39.999999 points of float sums are 40
+        counts[min(max(at, 0), len(counts) - 1)] += 1  # a full score lands in the last bin
     return [{"low": i * width, "high": (i + 1) * width, "count": c} for i, c in enumerate(counts)]
 
 
 def pass_rates(grades: dict[str, Grade]) -> list[dict]:
-    """Per part: the share of students whose every graded correctness case passed, and mean points."""
+    """Per part: how many students passed it among those it was graded for (glance.py's status),
+    and the mean points out of the part's points (a bonus part's own, said as bonus)."""
     parts: dict[tuple[str, str], dict] = {}
     for grade in grades.values():
-        mine: dict[tuple[str, str], list] = {}
-        for test in grade.tests:
-            mine.setdefault((test.assignment, test.part), []).append(test)
-        for key, tests in mine.items():
-            empty = {"assignment": key[0], "part": key[1], "students": 0, "passed": 0, "points": 0.0}
-            row = parts.setdefault(key, empty)
-            correctness = [t for t in tests if t.kind == "correctness" and t.graded]
+        for line in glance.parts(grade):
+            empty = {"assignment": line.assignment, "part": line.part, "bonus": line.bonus, "students": 0,
+                     "graded": 0, "passed": 0, "points": 0.0, "max_score": 0.0}  # fmt: skip
+            row = parts.setdefault((line.assignment, line.part), empty)
             row["students"] += 1
-            row["passed"] += bool(correctness) and all(t.passed for t in correctness)
-            row["points"] += sum(t.score for t in tests)
-            row["max_score"] = possible([t for t in tests if t.graded])
+            row["graded"] += line.status != "not graded"
+            row["passed"] += line.status == "passed"
+            row["points"] += line.score
+            row["max_score"] = max(row["max_score"], sum(t.max_score for t in line.tests))
     for row in parts.values():
-        row["rate"] = row["passed"] / row["students"]
+        row["rate"] = row["passed"] / row["graded"] if row["graded"] else None
         row["mean"] = row["points"] / row["students"]
-    return list(parts.values())
+    order = dict.fromkeys((t.assignment, t.part) for grade in grades.values() for t in grade.tests)
+    return [parts[key] for key in order]  # in the order the parts were graded
 
 
 def common_reasons(grades: dict[str, Grade], limit: int = 10) -> list[dict]:
@@ -198,21 +209,3 @@ def identical(students: dict[str, list[Entry]], assignments: list[Assignment]) -
             others = ", ".join(s for s in group if s != student)
             notes.setdefault(student, []).append(f"{assignment}: identical to {others}")
     return notes
-
-
-def print_class_table(grades: dict[str, Grade], assignments: list[Assignment], console: Console) -> None:
-    table = Table(title=f"Class grades ({len(grades)} students)")
-    table.add_column("student")
-    for assignment in assignments:
-        table.add_column(assignment.name, justify="right")
-    table.add_column("total", justify="right")
-    table.add_column("of", justify="right")
-    for student, grade in grades.items():
-        points = scores(grade, assignments)
-        total = f"[bold]{sum(points):.2f}[/]"
-        table.add_row(report.plain(student), *(f"{p:.2f}" for p in points), total, f"{grade.graded_max_score:.2f}")
-    console.print(table)
-    environment = next(iter(grades.values())).environment if grades else {}
-    for warning in (stack.warning(environment), sandbox.warning(environment)):
-        if warning:
-            console.print(Text(warning, style="bold red"))

@@ -54,6 +54,16 @@ def printable(text: str, limit: int | None = None) -> str:
     return cleaned
 
 
+def middle_cut(text: str, limit: int) -> str:
+    """A printable `text` of at most `limit` characters, cut in the middle where longer: its start
+    (what failed) and its end (the advice a message closes with) both stay."""
+    cleaned = printable(text)
+    if len(cleaned) <= limit:
+        return cleaned
+    keep = max(limit - len(MARKER) - 1, 0)
+    return cleaned[: keep // 2] + MARKER + " " + cleaned[len(cleaned) - (keep - keep // 2):]
+
+
 def csv_cell(text: str) -> str:
     """A printable cell that a spreadsheet opens as text, never as a formula: a leading `=`, `+`,
     `-`, `@`, tab, CR or newline gets a single quote in front (OWASP's advice on CSV injection)."""
