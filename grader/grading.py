@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import compile_cache, hidden_runs, isolation, overlap, sandbox, submission_files
+from grader.running import compile_cache, hidden_runs, isolation, overlap, precompile, sandbox, submission_files
 from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
@@ -55,6 +55,9 @@ class Settings:
     # in order, cases as assignment.toml lists them. A case keeps its index and seed whatever the
     # order, so no verdict may change with it (tools/case_isolation.py, test_case_isolation.py).
     arrange: Callable[[list[Task]], list[Task]] | None = None
+    # The precompile pass's compiling children at most (running/precompile.py); 0: no pass; None:
+    # a core each but one on the GPU tier, none on the CPU tier (precompile.children_for).
+    precompile: int | None = None
 
 
 def _gpu_lock(grading) -> GpuLock | None:
@@ -102,11 +105,13 @@ class AssignmentGrading:
         builds = {part.name: self.build(part) for part in self.assignment.parts if part.is_cuda}
         self.built_kernels = {kernel for build in builds.values() for kernel in build.kernels}
         self.phases.add("build", sum(build.seconds for build in builds.values()))
-        self.job.libraries = self.private_libraries(builds)
+        self.job.libraries = cuda_build.private_copies(builds, self.libraries)
         # After the builds: a child's sandbox binds the libraries they made.
         first = self.spawn_correctness(builds)
         timer = self.spawn_timer(held=first is not None)
         try:
+            if first is not None:  # the kernels it will launch, compiled in parallel (running/precompile.py)
+                precompile.ahead_of(self)
             tests = self.graded(builds, timer, first)
         finally:
             for child in (timer, first):
@@ -312,18 +317,6 @@ class AssignmentGrading:
     def build(self, part: Part) -> cuda_build.Build:
         self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")
         return cuda_build.build(self.cwd / part.file)
-
-    def private_libraries(self, builds: dict[str, cuda_build.Build]) -> dict[str, str]:
-        """Each CUDA part's library copied into this grading's folder: the build cache, which holds
-        every other student's libraries too, stays out of the child's sight."""
-        copies = {}
-        for name, build in builds.items():
-            if build.library:
-                copy = self.libraries / name / build.library.name
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(build.library, copy)
-                copies[name] = str(copy)
-        return copies
 
     def lacks_file(self, part: Part) -> bool:
         """A Python part whose file the submission does not have (a CUDA C part says so at its build)."""

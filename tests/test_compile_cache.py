@@ -144,14 +144,21 @@ print("tuned" if hasattr(add, "bench_time") else "found")
 """
 
 
+# The same, with a pre_hook on each config, and the kept timings of a GPU-tier child (hooked_picks.py).
+HOOKED_AUTOTUNED = "from grader.child import hooked_picks\nhooked_picks.install()\n" + AUTOTUNED.replace(
+    "triton.Config({\"BLOCK\": b})", "triton.Config({\"BLOCK\": b}, pre_hook=lambda meta: None)")
+
+
 @requires_gpu
 @pytest.mark.gpu
-def test_a_regrades_timing_child_times_the_configs_the_first_picked(tmp_path):
+@pytest.mark.parametrize("source", [AUTOTUNED, HOOKED_AUTOTUNED], ids=["plain", "pre_hook"])
+def test_a_regrades_timing_child_times_the_configs_the_first_picked(tmp_path, source):
     """On a GPU, a real autotuner: a timing child tunes once and the next timing child of the same
-    files finds its picks; a correctness child tunes for itself."""
+    files finds its picks; a correctness child tunes for itself. So with configs that carry a
+    pre_hook, whose timings Triton itself does not keep."""
     compiled, script = tmp_path / "compiled", tmp_path / "tuned.py"
     compiled.mkdir()
-    script.write_text(AUTOTUNED)  # Triton reads a kernel's source from its file
+    script.write_text(source)  # Triton reads a kernel's source from its file
 
     def run(timed: bool) -> str:
         ran = subprocess.run([sys.executable, str(script)], env=_child_env(compiled, timed), capture_output=True, text=True, timeout=300)
@@ -159,6 +166,65 @@ def test_a_regrades_timing_child_times_the_configs_the_first_picked(tmp_path):
         return ran.stdout.strip().splitlines()[-1]
 
     assert [run(True), run(True), run(False), run(False)] == ["tuned", "found", "tuned", "found"]
+
+
+# An autotuner whose configs carry a pre_hook (the matmul solution's tensor descriptors take their
+# tiles' shapes from one), asked for its kept timings as Triton's Autotuner.run asks, without a GPU:
+# the driver stands for the grading GPU and the timings are made up.
+HOOKED = """
+import json, sys
+import triton, triton.language as tl
+from triton.runtime import driver
+from grader.child import hooked_picks
+from grader.child.interpreter import TargetDriver
+from grader.child.target import TARGET
+
+driver.set_active(TargetDriver(TARGET))
+if sys.argv[1] == "kept":
+    hooked_picks.install()
+
+def tile_shapes(meta):
+    pass
+
+@triton.jit
+def kernel(x, n, BLOCK: tl.constexpr):
+    tl.store(x + tl.arange(0, BLOCK), tl.arange(0, BLOCK), mask=tl.arange(0, BLOCK) < n)
+
+configs = [triton.Config({"BLOCK": b}, pre_hook=tile_shapes) for b in (64, 128)]
+tuner = triton.autotune(configs=configs, key=["n"])(kernel)
+timed = []
+
+def bench():
+    timed.append(1)
+    tuner.configs_timings = {configs[0]: [2.0, 2.0, 2.0], configs[1]: [1.0, 1.0, 1.0]}
+    tuner.cache[(5,)] = configs[1]
+
+found = tuner.check_disk_cache((5,), configs, bench)
+pick = tuner.cache[(5,)]
+print(json.dumps({"timed": bool(timed), "pick": pick.kwargs["BLOCK"], "hook": pick.pre_hook is tile_shapes}))
+"""
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_an_autotuners_timings_are_kept_for_configs_with_a_pre_hook_too(tmp_path, kept):
+    """Triton keeps no timings for an autotuner whose configs carry a pre_hook: such an autotuner
+    timed its configs again in every grading, warm ones included, and a regrade could time another
+    config. A GPU-tier child keeps them (child/hooked_picks.py): the next child with the same key
+    finds the pick, given back its own pre_hook. Triton's own autotuner (`kept` off) times again."""
+    compiled, script = tmp_path / "compiled", tmp_path / "hooked.py"
+    compiled.mkdir()
+    script.write_text(HOOKED)  # Triton reads a kernel's source from its file
+
+    def run() -> dict:
+        ran = subprocess.run([sys.executable, str(script), "kept" if kept else "triton's"],
+                             env=_child_env(compiled, False), capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        return json.loads(ran.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert first == {"timed": True, "pick": 128, "hook": True}
+    assert second == {"timed": not kept, "pick": 128, "hook": True}
+    assert bool(list(compiled.rglob("*.autotune.json"))) == kept
 
 
 def test_what_a_submission_plants_in_the_cache_is_gone_at_its_next_grading(tmp_path):

@@ -96,12 +96,43 @@ def traffic(assignment: Assignment, part: Part, inputs: dict[str, torch.Tensor])
     return function(assignment, part.traffic)(**inputs)
 
 
+def shaped_inputs(assignment: Assignment, part: Part, case: Case) -> dict[str, object]:
+    """The case's inputs without any data: made on torch's "meta" device, each tensor has the
+    shape, dtype, strides and storage offset of the real ones, and plain values are as they are."""
+    with torch.device("meta"):
+        return function(assignment, part.inputs)(tuple(case.shape), DTYPES[case.dtype], case.layout,
+                                                 torch.Generator(), "meta")  # fmt: skip
+
+
+def zeros_shaped_as(assignment: Assignment, part: Part, case: Case) -> dict[str, object]:
+    """The case's inputs as zeros on the CPU, each tensor laid out as the real one (shaped_inputs):
+    what a precompile child calls a part with (child/precompile.py)."""
+    return {name: _zeros(value) if isinstance(value, torch.Tensor) else value
+            for name, value in shaped_inputs(assignment, part, case).items()}  # fmt: skip
+
+
+def _zeros(like: torch.Tensor) -> torch.Tensor:
+    extent = like.storage_offset() + sum((size - 1) * stride for size, stride in zip(like.shape, like.stride())) + 1
+    storage = torch.zeros(extent if like.numel() else 1, dtype=like.dtype)
+    made = storage.as_strided(like.shape, like.stride(), like.storage_offset())
+    return made.requires_grad_() if like.requires_grad else made
+
+
+def launched_on(part: Part, device: str) -> list[Case]:
+    """What a tier's children call a Triton part with: its cases there and, on a GPU, its
+    benchmarks (a CUDA C part launches no Triton kernel)."""
+    if part.is_cuda:
+        return []
+    graded = [case for case in part.cases if case.runs_on(device)]
+    return graded + list(part.benchmarks) if device == "cuda" else graded
+
+
 def output_bytes(assignment: Assignment, part: Part, case: Case) -> int:
     """The bytes of the case's right output, found without any data: inputs made on torch's "meta"
     device carry shapes only, and the reference (or, for CUDA C, output_shape) maps them."""
     dtype = DTYPES[case.dtype]
+    inputs = shaped_inputs(assignment, part, case)
     with torch.device("meta"):
-        inputs = function(assignment, part.inputs)(tuple(case.shape), dtype, case.layout, torch.Generator(), "meta")
         if part.is_cuda:
             shape = function(assignment, part.output_shape)(**inputs)
         else:

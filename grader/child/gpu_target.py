@@ -37,6 +37,7 @@ from triton.runtime.jit import JITFunction
 from grader.child import loads, resources
 from grader.child.failures import compiler_message
 from grader.child.target import TARGET, Target
+from grader.child.twins import compiler_sees_twins, twin
 from grader.messages.reports import KernelLoads, KernelResources
 
 
@@ -62,6 +63,8 @@ class KernelReport:
     autotuned: bool = False  # only launched by a several-config @triton.autotune (see `launches`)
     skippable: bool = False  # an error the GPU's autotuner skips a config for (_autotuner_skips)
     seconds: float = 0.0  # time the compilation took here
+    cached: bool = False  # Triton's cache held it already (the precompile pass's, or an earlier grading's)
+    key: str = ""  # Triton's cache key of it
 
     @property
     def where(self) -> str:
@@ -105,7 +108,6 @@ class Compilation:
 _launches: dict[tuple, _Launch] = {}  # every specialization launched in this process
 _since_last: dict[tuple, _Usage] = {}  # those launched since compile_all last ran (in order, once each)
 _compilations: dict[tuple, Compilation] = {}
-_twins: dict[int, JITFunction] = {}
 _autotuning = contextvars.ContextVar("autotuning", default=False)
 _known_launch = contextvars.ContextVar("known_launch", default=None)
 
@@ -123,7 +125,7 @@ def record_launch(kernel, args: tuple, kwargs: dict, grid=None) -> tuple:
     key = _known_launch.get()
     if key is None:
         try:
-            key, launch = _specialize(_twin(kernel), args, kwargs)
+            key, launch = _specialize(twin(kernel), args, kwargs)
         except Exception as error:  # the GPU refuses this launch before compiling (an unknown keyword, say)
             key, launch = (id(kernel), repr(error)), _Launch(_report_of(kernel, {}, kwargs))
             launch.report.error = f"{type(error).__name__}: {error}"
@@ -141,6 +143,24 @@ def compile_all(target: Target = TARGET) -> list[KernelReport]:
     launched = dict(_since_last)
     _since_last.clear()
     return [_report(_compile(key, target), usage) for key, usage in launched.items()]
+
+
+def launched() -> list[_Launch]:
+    """The specializations launched since compile_all (or forget_launches) last ran, in the order
+    of their first launch, taken unreported and uncompiled: a precompile child sends them to its
+    parent as data (child/precompile.py)."""
+    found = [_launches[key] for key in _since_last]
+    _since_last.clear()
+    return found
+
+
+def compile_specialization(kernel, signature: dict, constexprs: dict, attrs: dict, options: dict,
+                           target: Target = TARGET) -> KernelReport:  # fmt: skip
+    """Compile `kernel` (an InterpretedFunction) with a specialization recorded in another
+    process (`launched`), as the GPU compiles that launch, into Triton's cache, analysing nothing:
+    a precompile child's work (child/precompile.py)."""
+    report = _report_of(kernel, constexprs, options)
+    return _compile_once(_Launch(report, twin(kernel), signature, constexprs, attrs, options), target, False).report
 
 
 def forget_launches() -> None:
@@ -229,113 +249,6 @@ def _def_line(fn) -> int:
     return first + next((i for i, line in enumerate(lines) if line.lstrip().startswith("def ")), 0)
 
 
-class _Twin(JITFunction):
-    """The JITFunction that `@triton.jit` would have made without TRITON_INTERPRET=1.
-
-    Under the interpreter every @triton.jit function, the student's helpers and half of
-    triton.language (tl.max, tl.cdiv, ...) included, is an InterpretedFunction, which the code
-    generator does not take as a callee. The twin sees twins wherever it looks names up."""
-
-    def get_capture_scope(self):
-        return {name: _twin(value) for name, value in super().get_capture_scope().items()}
-
-
-def _twin(value):
-    from triton.runtime.interpreter import InterpretedFunction
-
-    if not isinstance(value, InterpretedFunction):
-        return value
-    if id(value) not in _twins:
-        # Keyed by id (an InterpretedFunction's hash would hash its source); the twin keeps the
-        # InterpretedFunction alive, so the id is not reused while it is remembered.
-        _twins[id(value)] = _Twin(value.fn, **value.kwargs)
-        _twins[id(value)].interpreted = value
-    return _twins[id(value)]
-
-
-def _member_function(value):
-    """The free function behind a tensor method (`x.sum` forwards to `tl.sum`). Triton binds a
-    JITFunction directly, but wraps anything else, an InterpretedFunction included; calling that
-    wrapper would run the interpreter inside the compiler."""
-    wrapper = getattr(value, "__func__", None)
-    if getattr(wrapper, "__qualname__", "") != "_tensor_member_fn.<locals>.wrapper":
-        return value
-    return inspect.getclosurevars(wrapper).nonlocals.get("fn", value)
-
-
-@contextlib.contextmanager
-def _compiler_sees_twins():
-    """While compiling: no interpreter mode, the real triton.language, and InterpretedFunctions
-    reached as attributes (tl.max, x.sum, a helper in another module) seen as their twins."""
-    from triton.compiler.code_generator import BoundJITMethod, CodeGenerator, _is_triton_value
-    from triton.runtime.jit import DependenciesFinder
-
-    import triton.experimental.gluon  # noqa: F401  Triton imports it lazily; it only loads in interpreter mode
-
-    get_attribute, record_reference = CodeGenerator.get_Attribute, DependenciesFinder.record_reference
-
-    def get_twin_attribute(self, lhs, attr):
-        value = get_attribute(self, lhs, attr)
-        twin = _twin(_member_function(value))
-        if twin is value:
-            return value
-        return BoundJITMethod(lhs, twin) if _is_triton_value(lhs) else twin  # x.sum() binds x, as for a JITFunction
-
-    CodeGenerator.get_Attribute = get_twin_attribute
-    DependenciesFinder.record_reference = lambda self, val, *a, **k: record_reference(self, _twin(val), *a, **k)
-    try:
-        with knobs.runtime.scope(), _pristine_language():
-            knobs.runtime.interpret = False  # constexpr_function results stay constexprs
-            yield
-    finally:
-        CodeGenerator.get_Attribute, DependenciesFinder.record_reference = get_attribute, record_reference
-
-
-# The interpreter runs a kernel by patching triton.language (tl.load, tensor.__add__, tl.range, ...)
-# with numpy versions and undoes it after the launch, but not all of it: calling a @jit function
-# whose module imports triton.language.core (tl.cdiv, say) from a kernel patches that module too,
-# and nothing restores it (measured: 61 names of triton.language.core stay patched after one launch).
-# The compiler needs the real language, so each attribute the interpreter patches is remembered
-# with its value before the first patch, and put back while compiling. Recording starts when this
-# module is imported, which must happen before any kernel runs.
-_MISSING = object()
-_originals: dict[tuple[int, str], tuple[object, str, object]] = {}
-
-
-def _remember_originals() -> None:
-    from triton.runtime.interpreter import _LangPatchScope
-
-    set_attr = _LangPatchScope.set_attr
-    if getattr(set_attr, "remembers", False):
-        return
-
-    def remembering_set_attr(scope, obj, name, value):
-        _originals.setdefault((id(obj), name), (obj, name, getattr(obj, name, _MISSING)))
-        return set_attr(scope, obj, name, value)
-
-    remembering_set_attr.remembers = True
-    _LangPatchScope.set_attr = remembering_set_attr
-
-
-@contextlib.contextmanager
-def _pristine_language():
-    now = [(obj, name, getattr(obj, name, _MISSING)) for obj, name, _ in _originals.values()]
-    for obj, name, original in _originals.values():
-        _set_or_delete(obj, name, original)
-    try:
-        yield
-    finally:
-        for obj, name, value in now:
-            _set_or_delete(obj, name, value)
-
-
-def _set_or_delete(obj, name: str, value) -> None:
-    if value is not _MISSING:
-        setattr(obj, name, value)
-    elif hasattr(obj, name):
-        delattr(obj, name)
-
-
 # --- Compiling -----------------------------------------------------------------------------------
 
 
@@ -350,7 +263,7 @@ def _compile(key: tuple, target: Target) -> Compilation:
     return _compilations[(key, target)]
 
 
-def _compile_once(launch: _Launch, target: Target) -> Compilation:
+def _compile_once(launch: _Launch, target: Target, analyse: bool = True) -> Compilation:
     import triton
     from triton.compiler import ASTSource, make_backend
 
@@ -361,8 +274,9 @@ def _compile_once(launch: _Launch, target: Target) -> Compilation:
     try:
         options = make_backend(target.gpu_target()).parse_options(dict(launch.options))
         # Triton prints the whole PTX to stdout when ptxas fails; the error it raises says enough.
-        with _compiler_sees_twins(), contextlib.redirect_stdout(io.StringIO()):
+        with compiler_sees_twins(), contextlib.redirect_stdout(io.StringIO()):
             source = ASTSource(launch.twin, launch.signature, launch.constexprs, launch.attrs)
+            report.cached, report.key = _in_cache(source, target, options)
             kernel = triton.compile(source, target=target.gpu_target(), options=options.__dict__)
     except Exception as error:
         report.seconds = time.perf_counter() - started
@@ -371,12 +285,31 @@ def _compile_once(launch: _Launch, target: Target) -> Compilation:
         return Compilation(report, exception=error)
     report.seconds = time.perf_counter() - started
     report.compiled, report.shared_bytes = True, kernel.metadata.shared
+    if not analyse:
+        return Compilation(report, kernel)
     report.num_warps, report.num_stages = kernel.metadata.num_warps, kernel.metadata.num_stages
     report.registers, report.spills = resources.cubin_registers(kernel)
     report.tf32_dots = resources.tf32_dots(kernel.asm.get("ttir", ""))
     report.loads = loads.count(report.kernel, report.file, kernel.asm.get("source"))
     report.resources = resources.of_compiled(kernel, report.kernel, report.file, report.registers, report.spills)
     return Compilation(report, kernel)
+
+
+def _in_cache(source, target: Target, options) -> tuple[bool, str]:
+    """Whether Triton's cache holds this compile already, and its key: triton.compile's own key and
+    look-up (Triton 3.6), asked before it compiles (the precompile pass's work found, or not)."""
+    import hashlib
+
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.compiler import make_backend
+    from triton.runtime.cache import get_cache_key, get_cache_manager
+
+    backend = make_backend(target.gpu_target())
+    parsed = backend.parse_options(dict(options.__dict__, **source.parse_options()))
+    key = get_cache_key(source, backend, parsed, get_cache_invalidating_env_vars())
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    name = f"{source.name[:150]}.json"
+    return (get_cache_manager(digest).get_group(name) or {}).get(name) is not None, digest
 
 
 def _autotuner_skips() -> tuple[type, ...]:
@@ -391,6 +324,3 @@ def _autotuner_skips() -> tuple[type, ...]:
 def _needs_scratch(kernel) -> bool:
     return getattr(kernel.metadata, "global_scratch_size", 0) > 0
 
-
-if knobs.runtime.interpret:
-    _remember_originals()

@@ -79,9 +79,11 @@ class LaunchLog:
                 log.compiled[id(compiled)] = (compiled, name, file)
 
 
-def install(own_root: Path, on_interpreted_launch: Callable | None = None) -> None:
+def install(own_root: Path, on_interpreted_launch: Callable | None = None, dry: bool = False) -> None:
     """Wrap the launch paths. The wrappers run nothing the guard refuses, and are no sanctioned
-    entries: the guard finds the functions they wrap through their `__wrapped__`."""
+    entries: the guard finds the functions they wrap through their `__wrapped__`. `dry` (a
+    precompile child, dry_run.py): every interpreted launch goes to `on_interpreted_launch`, and
+    none runs."""
     import triton.runtime.jit as jit
 
     recorder = LaunchLog(own_root)
@@ -94,7 +96,7 @@ def install(own_root: Path, on_interpreted_launch: Callable | None = None) -> No
         InterpretedFunction = None
     for cls, hook in classes.items():
         if not getattr(cls.run, "_graded", False):
-            cls.run = _logged(cls.run, recorder, hook)
+            cls.run = _logged(cls.run, recorder, hook, dry and hook is not None)
     from triton.compiler.compiler import CompiledKernel
 
     if not getattr(CompiledKernel.__getitem__, "_graded", False):
@@ -128,8 +130,11 @@ def _grid_reader(method, grid_of: Callable):
     return read_grid
 
 
-def _logged(run, recorder: LaunchLog, hook: Callable | None):
+def _logged(run, recorder: LaunchLog, hook: Callable | None, dry: bool = False):
     def run_and_log(self, *args, grid, warmup, **kwargs):
+        if dry:  # recorded, not run: whatever it would compute, no one reads
+            hook(self, args, kwargs, grid)
+            return None
         if warmup or not _LOGS:
             return run(self, *args, grid=grid, warmup=warmup, **kwargs)
         if hook is not None:

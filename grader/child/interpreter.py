@@ -34,20 +34,22 @@ from grader.child.target import TARGET, Target
 _clock = time.perf_counter  # taken before student code could rebind it
 
 
-def install(target: Target = TARGET) -> None:
-    """Answer driver queries as `target`, and make autotune, warmup and triton.testing work here."""
+def install(target: Target = TARGET, dry: bool = False) -> None:
+    """Answer driver queries as `target`, and make autotune, warmup and triton.testing work here.
+    `dry`: in a precompile child, whose launches are recorded and not run (dry_run.py), an
+    autotuner tries every config at every call, without comparing what they computed."""
     from triton import knobs
     from triton.runtime import driver
     from triton.runtime.autotuner import Autotuner
 
     if not knobs.runtime.interpret:
         raise RuntimeError("interpreter.install() is for the CPU tier: set TRITON_INTERPRET=1 before importing triton")
-    driver.set_active(_TargetDriver(target))
+    driver.set_active(TargetDriver(target))
     if getattr(Autotuner._bench, "_cpu_tier", False):
         return  # installed already
     _skip_dead_overflow_checks()
     _patch_testing()
-    _patch_autotuner(Autotuner)
+    _patch_autotuner(Autotuner, dry)
     _patch_warmup()
     _refuse_host_calls()
 
@@ -99,7 +101,7 @@ class _TargetUtils:
         raise RuntimeError("the CPU tier has no GPU to load a compiled kernel onto")
 
 
-class _TargetDriver(DriverBase):
+class TargetDriver(DriverBase):
     """Triton's active driver on the CPU tier: the target and properties of the grading GPU,
     torch's CPU device for tensors, and a benchmarker that runs a kernel once and times nothing."""
 
@@ -188,7 +190,7 @@ def _patch_testing() -> None:
 # --- @triton.autotune: every config, on the real arguments, and they must agree ------------------
 
 
-def _patch_autotuner(Autotuner) -> None:
+def _patch_autotuner(Autotuner, dry: bool) -> None:
     """Three seams of Triton 3.6's Autotuner, each the narrowest that does the job:
 
     - `do_bench` (the property `_bench` times a config with): runs it once, since nothing can be
@@ -206,6 +208,8 @@ def _patch_autotuner(Autotuner) -> None:
 
     def bench_and_compare(self, *args, config, **meta):
         trials = self._cpu_tier_trials
+        if trials is None:  # dry: nothing ran to compare
+            return bench(self, *args, config=config, **meta)
         trials.begin({**self.nargs, **meta})
         results, kernel = {}, self.fn
 
@@ -227,7 +231,11 @@ def _patch_autotuner(Autotuner) -> None:
 
     def run_trials(self, *args, **kwargs):
         _tuners.add(self)
-        self._cpu_tier_trials = Trials()
+        self._cpu_tier_trials = None if dry else Trials()
+        if dry:
+            # Every config at every specialization: a key tuned on one shape and met again on
+            # another (the key leaves something out) runs the GPU's pick there, which is unknown here.
+            self.cache.clear()
         tuned = gpu_target.autotuning() if len(self.configs) > 1 else contextlib.nullcontext()
         try:
             with tuned:

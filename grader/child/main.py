@@ -199,17 +199,19 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         _wait_at_gate(job.gate_fd)
     if job.device == "cuda":
         _prepare_cuda(job.gpu_memory_gib)
-        from grader.child import marks
+        from grader.child import hooked_picks, marks
 
         marks.install(job.device)  # the witness's marks, ready before any student code (marks.py)
+        hooked_picks.install()  # an autotuner's kept timings, for configs with a pre_hook too
         if not benchmarks:
             from grader.child import correctness_autotune
 
             correctness_autotune.install()  # a correctness run: its autotuners time configs briefly
     else:
-        from grader.child import interpreter
+        from grader.child import dry_run, interpreter
 
-        interpreter.install()
+        interpreter.install(dry=bool(job.precompile))
+        dry_run.install(job.precompile)  # a precompile child: student code sees the tier it predicts
     # torch's compiler cache folder (isolation.child_environment) exists on both tiers before any
     # student code runs, whether or not torch._dynamo is imported.
     os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
@@ -233,7 +235,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     # dies, and the parent says so). Student code may set no handler of its own (switches.py).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     root = Path(job.submission_dir)
-    hooks.install(root, on_interpreted_launch=_target_recorder(job.device))
+    hooks.install(root, on_interpreted_launch=_target_recorder(job.device), dry=bool(job.precompile))
     if job.unguarded:  # tests only (messages/job.py): student code in full control of this process
         changed = HarnessSnapshot.take().changed
         refusals, is_library = (lambda: []), guard.library_test(root)
@@ -283,7 +285,7 @@ def _target_reports(device: str):
         compiled = gpu_target.compile_all()
         targets = [TargetReport(r.kernel, r.where, r.compiled, r.error, r.shared_bytes, r.shared_limit, r.tf32_dots,
                                 r.registers or 0, r.spills or 0, r.autotuned, r.missing_allocator, r.skippable,
-                                resources=r.resources)
+                                resources=r.resources, cached=r.cached, key=r.key)
                    for r in compiled]  # fmt: skip
         return targets, [r.loads for r in compiled if r.loads is not None]
 

@@ -19,7 +19,7 @@ import torch
 
 from grader.assignment import cases
 from grader.judging import poison
-from grader.child import dispatch_state, imported, marks, timing
+from grader.child import dispatch_state, imported, marks, precompile, timing
 from grader.child.allocations import GuardedAllocations
 from grader.child.guard import TAMPERING
 from grader.child.failures import classify
@@ -312,7 +312,9 @@ class Worker:
         return report
 
     def run(self) -> None:
-        runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe}
+        runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe,
+                "record": lambda task: precompile.record(self, task, call),
+                "compile": lambda task: precompile.compile_one(self, task)}  # a precompile child's (Job.precompile)
         reserved = 0
         for task in self.job.tasks:
             self.send(Start(task.id))

@@ -119,3 +119,16 @@ def kernels_in(library: Path, compiler: str) -> tuple[str, ...]:
     from grader.judging.integrity import kernel_base
 
     return tuple(sorted({kernel_base(name) for name in demangled if name.strip()}))
+
+
+def private_copies(builds: dict[str, Build], folder: Path) -> dict[str, str]:
+    """Each CUDA part's library copied into a grading's own `folder`, by part: the build cache,
+    which holds every other student's libraries too, stays out of the child's sight."""
+    copies = {}
+    for name, build in builds.items():
+        if build.library:
+            copy = folder / name / build.library.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(build.library, copy)
+            copies[name] = str(copy)
+    return copies

@@ -12,7 +12,7 @@ import typing
 from typing import Any
 
 from grader.judging.reasons import CHILD_FAILURES
-from grader.messages import job, reports
+from grader.messages import job, reports, specializations
 from grader.messages.job import Job
 from grader.messages.reports import MESSAGES, OUTCOMES, Failure
 from grader.reporting.text import printable
@@ -20,7 +20,7 @@ from grader.reporting.text import printable
 MAX_TEXT = 64 * 1024  # characters of one string from the child
 MAX_ITEMS = 20_000  # entries of one list or dict from the child
 # Every dataclass of a message: what a message may hold.
-DATACLASSES = tuple(v for module in (job, reports) for v in vars(module).values()
+DATACLASSES = tuple(v for module in (job, reports, specializations) for v in vars(module).values()
                     if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == module.__name__)  # fmt: skip
 
 

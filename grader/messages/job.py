@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.messages.specializations import Specialization
+
 
 def task_id(part: str, kind: str, index: int) -> str:
     """A task's name in the job and in every message about it: its part, its kind, its index."""
@@ -16,7 +18,7 @@ def task_id(part: str, kind: str, index: int) -> str:
 class Task:
     id: str
     part: str
-    kind: str  # "case", "bench" or "probe"
+    kind: str  # "case", "bench" or "probe"; a precompile child's "record" or "compile" (Job.precompile)
     index: int
     seed: int
     repeats: int = 1  # runs of a case on the same inputs, which must agree bit for bit
@@ -40,3 +42,8 @@ class Job:
     # code in full control of the child's Python; the parent's witness must still hold the verdicts.
     unguarded: bool = False
     witness: bool = False  # the parent loads its witness into this child (grader/witness/; GPU tier only)
+    # A precompile child (running/precompile.py): the tier whose launches it records ("record"
+    # tasks) or compiles ("compile" tasks, each the specialization of its index in `compiles`),
+    # running on the CPU whatever that tier; "" for a child that grades.
+    precompile: str = ""
+    compiles: list[Specialization] = field(default_factory=list)

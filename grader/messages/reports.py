@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.messages.specializations import Specialization
+
 
 @dataclass
 class Imported:
@@ -125,6 +127,8 @@ class TargetReport:
     skippable: bool = False  # its compile error is one the GPU's autotuner skips a config for (out of resources)
     missing_allocator: bool = False  # in-kernel tensor descriptors without triton.set_allocator
     resources: KernelResources | None = None  # what it asks of an SM and is made of, where it compiled
+    cached: bool = False  # Triton's cache held it already (the precompile pass's, an earlier grading's): only shown
+    key: str = ""  # Triton's cache key of it
 
 
 @dataclass
@@ -228,7 +232,27 @@ class Failure:
     fatal: bool = False  # a dead CUDA context: the parent goes on in a fresh process
 
 
-Outcome = CaseReport | BenchReport | ProbeReport | Failure
+@dataclass
+class Recorded:
+    """A precompile child's account of one part (child/precompile.py): every launch its calls
+    made, recorded and not run, as specializations (`part` is the parent's to set)."""
+
+    specializations: list[Specialization] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)  # the shapes whose call raised, and what it raised
+
+
+@dataclass
+class Precompiled:
+    """A precompile child's compile of one specialization for the GPU target: only counted, never
+    trusted (whatever it says, the graded children compile what they do not find)."""
+
+    compiled: bool
+    cached: bool = False  # Triton's cache held it already
+    seconds: float = 0.0
+    key: str = ""  # Triton's cache key of it (the hash of its folder)
+
+
+Outcome = CaseReport | BenchReport | ProbeReport | Failure | Recorded | Precompiled
 
 
 @dataclass
@@ -246,4 +270,4 @@ class Finished:
 
 
 MESSAGES = {cls.__name__: cls for cls in (Imported, Hello, Start, Output, Done, Finished)}
-OUTCOMES = {cls.__name__: cls for cls in (CaseReport, BenchReport, ProbeReport, Failure)}
+OUTCOMES = {cls.__name__: cls for cls in (CaseReport, BenchReport, ProbeReport, Failure, Recorded, Precompiled)}

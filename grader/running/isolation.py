@@ -195,8 +195,10 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     seccomp = sandbox.seccomp_filter(counted=memory is not None)
     compiled = compiled or compiled_cache(workdir)
     # A GPU-tier child that does not time compiles (Triton, ptxas: every core it can get) beside other
-    # gradings' timed phases, whose host must not wait for a core: it yields them its cores.
-    niceness = COMPILER_NICENESS if job.device == "cuda" and not timed else 0
+    # gradings' timed phases, whose host must not wait for a core: it yields them its cores. So does
+    # a precompile child of the GPU tier (precompile.py), which runs on the CPU.
+    compiles_beside = (job.device == "cuda" and not timed) or job.precompile == "cuda"
+    niceness = COMPILER_NICENESS if compiles_beside else 0
     walls = Walls(cgroup_procs=str(memory.procs) if memory else None, niceness=niceness)
     witness = witness_build.library() if job.device == "cuda" and job.witness else None
     witness = witness if isinstance(witness, witness_build.Library) else None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from grader.judging.verdicts import TaskResult
 from grader.messages.job import Job, Task
-from grader.messages.reports import CaseReport, Failure
+from grader.messages.reports import Activity, CaseReport, Failure
 from grader.running import child_run, isolation
 from grader.witness import judge as witness_judge
 
@@ -56,10 +56,18 @@ class Phases(dict):
     their start: importing the student's file, compiling, autotuning and running); on a GPU shared
     with other workers also `waiting`, for the GPU's lock (not counted against the time limit).
     On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child;
-    `warm` says the grading found the kernels an earlier grading of the same files compiled."""
+    `warm` says the grading found the kernels an earlier grading of the same files compiled;
+    `precompile`, on the GPU tier, is the wait for the precompile pass (precompile.py), and
+    `precompiled` what it did; `compiles`, on the CPU tier, the kernels compiled for the GPU, by
+    Triton's key, each with whether the cache held it already. Shown, never graded."""
 
     gpu_reserved_bytes: int = 0
     warm: bool = False
+    precompiled: str = ""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.compiles: dict[str, bool] = {}
 
     def add(self, phase: str, seconds: float) -> None:
         self[phase] = self.get(phase, 0.0) + seconds
@@ -69,10 +77,18 @@ class Phases(dict):
         self.add("start", start)
         self.add(phase, max(run.seconds - start - run.gated_s, 0.0))  # its gate's wait is `waiting`
         self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, run.gpu_reserved_bytes)
+        # The CPU tier's compiles for the GPU, each once, and whether Triton's cache held it already
+        for done in run.outcomes.values():
+            targets = getattr(done.outcome, "activity", Activity()).targets
+            self.compiles.update({target.key: target.cached for target in targets if target.ok})
 
     def line(self) -> str:
         line = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.items())
         notes = ["kernels compiled by an earlier grading of these files"] if self.warm else []
+        notes += [self.precompiled] if self.precompiled else []
+        if self.compiles:
+            found = sum(self.compiles.values())
+            notes.append(f"{found} of {len(self.compiles)} kernels compiled for the GPU found in the cache")
         if self.gpu_reserved_bytes:
             notes.append(f"GPU memory held by torch: at most {self.gpu_reserved_bytes / 2**30:.1f} GiB")
         return line + (f" ({'; '.join(notes)})" if notes else "")

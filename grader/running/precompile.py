@@ -1,0 +1,199 @@
+"""The precompile pass: the kernels a grading's children will launch, compiled before they launch
+them, in parallel, into the grading's compilers' cache.
+
+On a GPU, Triton compiles a kernel where it is first launched, one after another in one child:
+a cold grading of FlashAttention's solution asked for 266 distinct kernels (every config of its
+autotuners at every shape), about 290 CPU-seconds of compiling and most of the grading's time,
+while the machine's other cores waited. So, while the correctness child starts (importing torch):
+
+1. a recording child (child/precompile.py) calls each Triton part's entry point on zeros shaped
+   as each of its cases and benchmarks of the tier, every launch recorded and none run
+   (child/dry_run.py: student code sees the tier it predicts), and sends each specialization
+   back as data (messages/specializations.py);
+2. this process checks what came back (well formed, of the assignment's parts, each once, at
+   most MAX_SPECIALIZATIONS) and hands a share of it to each of its compiling children, as many
+   as the cores allow; each imports the student's file and compiles its share for the GPU target
+   (child/gpu_target.py) into the grading's cache, where Triton writes every entry to a temporary
+   file and renames it, so that processes may share the folder.
+
+It is advice to the cache: no verdict depends on it. What it does not foresee, or fails to compile,
+a graded child compiles where it launches it, as before; what its children say is only counted (the
+phases line's summary). Each is started as a CPU-tier child is (isolation.spawn: the sandbox, the
+guard, the limits; no GPU in sight, no GPU lock held: nothing of it touches the GPU), niced on the
+GPU tier as its compiling children are, and ends within its limit. Student code in it can do no
+more than in the graded children of its grading, which write the same cache folder; a submission
+whose import or calls misbehave there loses the pass's advice, nothing else.
+
+On either tier the correctness child (spawned ahead, importing torch meanwhile) gets its job once
+the pass is over, and the wait is not counted against the assignment's time limit. Where fewer
+than two children would get MIN_SHARE specializations each, none starts (one child compiles them
+no sooner than the correctness child would, and its start costs a few compiles), nor where a tier
+gets no children (`children_for`): the graded children compile them as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.assignment import cases
+from grader.assignment.spec import Assignment
+from grader.messages.job import Job, Task, task_id
+from grader.messages.reports import Precompiled, Recorded
+from grader.messages.specializations import Specialization, identity, well_formed
+from grader.running import isolation, sandbox
+
+RECORD_LIMIT_S = 120.0  # the recording child: an import and one call per shape, none of them run
+COMPILE_LIMIT_S = 300.0  # each compiling child
+MAX_SPECIALIZATIONS = 4096  # FlashAttention's solution launches 266 on the GPU tier
+MIN_SHARE = 3  # specializations a compiling child gets at least: its start costs a few compiles' time
+TARGET_CAPABILITY = (9, 0)  # what the children compile for: child/target.py's TARGET (tests/test_precompile.py)
+
+
+@dataclass
+class Summary:
+    """What the pass did, as its children said (counted, never trusted)."""
+
+    recorded: int = 0  # distinct specializations passed on to compiling children
+    compiled: int = 0  # those a compiling child said it compiled
+    cached: int = 0  # of which it found in the cache already
+    children: int = 0  # compiling children
+    seconds: float = 0.0  # from the recording child's start to the last compiling child's end
+    missed: list[str] = field(default_factory=list)  # shapes whose call raised, and what the pass lost
+
+    def line(self) -> str:
+        if not self.recorded:
+            failed = f" ({len(self.missed)} calls or imports failed)" if self.missed else ""
+            return "precompiled nothing" + failed
+        if not self.children:
+            return f"foresaw {self.recorded} kernels, too few to compile ahead"
+        return (f"precompiled {self.compiled} of {self.recorded} kernels in {self.children} processes "
+                f"({self.cached} found compiled)")  # fmt: skip
+
+
+def cores() -> int:
+    """The cores this process may run on (a batch worker's share where it is pinned)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def children_for(settings, device: str) -> int:
+    """Compiling children at most for a grading (`grading.Settings.precompile`; 0: no pass), its
+    share where assignments are graded side by side (`Settings.parallel`). By default, on the GPU
+    tier, a core each but one (the other gradings' timed phases keep theirs); on the CPU tier none:
+    measured on two cores, FlashAttention's solution graded in a third to a half less time, but
+    every smaller assignment paid for the recording child's start, and a student's starter would
+    pay it for nothing (docs/measurements.md)."""
+    asked = settings.precompile
+    if asked is None:
+        asked = cores() - 1 if device == "cuda" else 0
+    return max(1, asked // max(1, settings.parallel)) if asked > 0 else 0
+
+
+def predicts(device: str) -> bool:
+    """Whether the pass can foresee this tier's compiles: the CPU tier's always; the GPU tier's on
+    a GPU of the architecture the precompile children compile for (child/target.py's TARGET, an
+    H100 or H200: compute capability 9.0), where Triton keys its compiles alike."""
+    if device != "cuda":
+        return True
+    import torch
+
+    return torch.cuda.get_device_capability(0) == TARGET_CAPABILITY
+
+
+class Precompile:
+    """The pass for one grading: `run()` records, then compiles, and returns when every child of
+    it has ended. It never raises into the grading."""
+
+    def __init__(self, job: Job, assignment: Assignment, tier: str, workdir: Path, view: sandbox.View | None,
+                 compiled: Path, limit_s: float, workers: int):  # fmt: skip
+        self.assignment, self.tier, self.workdir, self.view, self.compiled = assignment, tier, workdir, view, compiled
+        # A CPU-tier child of the grading's own files: no GPU, no witness, no CUDA library.
+        self.job = dataclasses.replace(job, device="cpu", precompile=tier, tasks=[], compiles=[], libraries={},
+                                       witness=False, gate_fd=-1)  # fmt: skip
+        self.limit_s, self.workers = limit_s, max(1, workers)
+        self.summary = Summary()
+        self._counting = threading.Lock()
+
+    def run(self) -> Summary:
+        started = time.monotonic()
+        try:
+            specs = self.record()
+            count = min(self.workers, len(specs) // MIN_SHARE)
+            if count >= 2:  # one child would compile them no sooner than the graded child does
+                self.compile(specs, count)
+        except Exception as error:  # a fault of the grader's own: the pass was only advice
+            self.summary.missed.append(f"the pass broke off: {type(error).__name__}: {error}")
+        finally:
+            self.summary.seconds = time.monotonic() - started
+        return self.summary
+
+    def record(self) -> list[Specialization]:
+        parts = [part for part in self.assignment.parts if cases.launched_on(part, self.tier)]
+        tasks = [Task(task_id(part.name, "record", 0), part.name, "record", 0, 0, max_output_bytes=0) for part in parts]
+        run = self._run(tasks, [], min(RECORD_LIMIT_S, self.limit_s))
+        found: dict[tuple, Specialization] = {}
+        for task in tasks:
+            done = run.outcomes.get(task.id)
+            outcome = done.outcome if done is not None else None
+            if not isinstance(outcome, Recorded):
+                self.summary.missed.append(f"{task.part}: nothing recorded")
+                continue
+            self.summary.missed += [f"{task.part}: {text[:300]}" for text in outcome.missed[:8]]
+            for spec in outcome.specializations:
+                spec = dataclasses.replace(spec, part=task.part)  # the task's part, whatever the child said
+                if well_formed(spec, {part.name for part in parts}) and len(found) < MAX_SPECIALIZATIONS:
+                    found.setdefault(identity(spec), spec)
+        self.summary.recorded = len(found)
+        return list(found.values())
+
+    def compile(self, specs: list[Specialization], count: int) -> None:
+        """Shares of `specs`, dealt in turn (each child goes through them in the order the cases
+        launched them), to `count` children at once."""
+        shares = [specs[i::count] for i in range(count)]
+        self.summary.children = count
+        threads = [threading.Thread(target=self._compile_share, args=(share,), daemon=True) for share in shares]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _compile_share(self, share: list[Specialization]) -> None:
+        tasks = [Task(task_id(spec.part, "compile", i), spec.part, "compile", i, 0, max_output_bytes=0)
+                 for i, spec in enumerate(share)]  # fmt: skip
+        try:
+            run = self._run(tasks, share, min(COMPILE_LIMIT_S, self.limit_s))
+        except Exception as error:  # the grader's own fault (a child that could not start): only advice lost
+            with self._counting:
+                self.summary.missed.append(f"a compiling child broke off: {type(error).__name__}: {error}")
+            return
+        for done in run.outcomes.values():
+            if isinstance(done.outcome, Precompiled) and done.outcome.compiled:
+                with self._counting:
+                    self.summary.compiled += 1
+                    self.summary.cached += done.outcome.cached
+
+    def _run(self, tasks: list[Task], compiles: list[Specialization], limit_s: float):
+        """One child over `tasks`, ended within `limit_s`."""
+        job = dataclasses.replace(self.job, tasks=tasks, compiles=compiles)
+        return isolation.run_child(job, self.workdir, self.view, limit_s, compiled=self.compiled)
+
+
+def ahead_of(grading) -> Summary | None:
+    """The pass for a grading (grading.AssignmentGrading), where it has children (`children_for`), a
+    part launches Triton kernels and it foresees the tier (`predicts`), run to its end: the
+    correctness child's job waits for it.
+    The wait moves the grading's deadline, and is its phase "precompile"."""
+    workers = children_for(grading.settings, grading.device)
+    launching = any(cases.launched_on(part, grading.device) for part in grading.assignment.parts)
+    if not workers or not launching or not predicts(grading.device):
+        return None
+    summary = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
+                         grading.compiled, grading.budget.left(), workers).run()  # fmt: skip
+    grading.budget.deadline += summary.seconds
+    grading.phases.add("precompile", summary.seconds)
+    grading.phases.precompiled = summary.line()
+    return summary

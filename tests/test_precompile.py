@@ -1,0 +1,232 @@
+"""The precompile pass (grader/running/precompile.py): what it compiles is what the graded children
+find, and a submission that misbehaves in it costs nothing.
+
+Real parts throughout: sandboxed precompile children, real Triton compiles for the H100/H200
+target on this CPU, and, standing for the GPU tier's child, a fresh process compiling through
+Triton's own JITFunction outside the interpreter (real_jit.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import requires_gpu
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
+from grader.grading import AssignmentGrading, Settings, grade_submission
+from grader.messages.reports import Done, Recorded
+from grader.messages.specializations import Argument, Option, Specialization
+from grader.running import compile_cache, precompile
+from grader.running.orphans import children
+
+TESTS = Path(__file__).resolve().parent
+HOSTILE = TESTS / "submissions" / "vector_add"
+
+# The solution's kernel, autotuned over two configs on both tiers: under the interpreter every
+# config of every case compiles for the GPU too.
+TUNED = (REPO_ROOT / "solutions" / "vector_add" / "vector_add.py").read_text() + """
+
+def fitting(configs, named_args, **kwargs):
+    return configs
+
+
+CONFIGS = [triton.Config({"BLOCK_SIZE": 64}), triton.Config({"BLOCK_SIZE": 128}, num_warps=2)]
+PRUNE = {"early_config_prune": lambda *a, **k: fitting(*a, **k)}  # the module's `fitting`, as it is at the call
+tuned = triton.autotune(configs=CONFIGS, key=["n_elements"], prune_configs_by=PRUNE)(add_kernel)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+    return out
+"""
+# Written for a GPU, as the course's solutions are: one fixed small tile under the interpreter, the
+# autotuner on a GPU, whose pruner asks torch.cuda for the device. The pass must take the GPU's path.
+AUTOTUNED = TUNED + """
+import os
+
+tuned_add, INTERPRETED = add, os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def fitting(configs, named_args, **kwargs):
+    torch.cuda.current_device()  # a GPU's question, as the solutions' pruners ask it
+    return configs
+
+
+def add(x, y):
+    if not INTERPRETED:
+        return tuned_add(x, y)
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, out, x.numel(), BLOCK_SIZE=64)
+    return out
+"""
+
+
+def _submission(root: Path, source: str) -> Path:
+    (root / "vector_add").mkdir(parents=True)
+    (root / "vector_add" / "vector_add.py").write_text(source)
+    return root
+
+
+def _pass(submission: Path, tier: str, limit_s: float = 300.0, workers: int = 2, name: str = "vector_add",
+          **settings):  # fmt: skip
+    """The pass over an assignment's parts, run to its end in a grading's own folders; returns its
+    summary and the grading (whose `compiled` is the cache the pass filled)."""
+    (assignment,) = load_assignments([name])
+    grading = AssignmentGrading(assignment, submission, Settings(device="cpu", precompile=0, **settings))
+    ahead = precompile.Precompile(grading.job, assignment, tier, grading.workdir, grading.view, grading.compiled,
+                                  limit_s, workers)  # fmt: skip
+    return ahead.run(), grading
+
+
+def _real_jit(submission: Path, cache: Path, name: str = "vector_add", *flags: str) -> dict:
+    """What the GPU tier's child compiles, and finds in `cache` (real_jit.py, a fresh process)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(cache)
+    done = subprocess.run([sys.executable, str(TESTS / "real_jit.py"), name, str(submission), *flags], env=env,
+                          capture_output=True, text=True, timeout=1800)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_what_the_pass_compiles_the_gpu_tiers_child_finds(tmp_path):
+    """Every kernel a real JITFunction of the student's source compiles, outside the interpreter,
+    for the GPU tier's cases and benchmarks (each config of the autotuner at each shape) is in the
+    cache the pass filled, under Triton's own key: not one compile is new, so the keys the pass
+    computes for each twin are the GPU's. And the pass foresaw nothing the GPU would not compile."""
+    submission = _submission(tmp_path / "student", AUTOTUNED)
+    summary, grading = _pass(submission, "cuda")
+    try:
+        assert summary.recorded and summary.compiled == summary.recorded, summary
+        found = _real_jit(submission, grading.compiled)
+        compiles = set(found["keys"])  # a kernel launched again is compiled once (JITFunction's own cache)
+        assert found["misses"] == 0 and found["hits"] == len(compiles) > 0, found
+        assert len(compiles) == summary.recorded, "the pass compiled exactly what the GPU would"
+        assert len(compiles) >= 2 * 3, "both configs, at lengths of every dtype and divisibility"
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+
+
+@requires_gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["matmul", "flash_attention"])
+def test_on_a_gpu_the_graded_launches_find_what_the_pass_compiled(tmp_path, name):
+    """On a GPU (H100 or H200), nothing standing in: the pass over the solution of each assignment
+    with a child per core, then the solution's calls on the GPU tier's inputs, on the GPU, every
+    kernel launched and every autotuner timing its configs. Each kernel they compile, the pass had
+    compiled: not one compile is new."""
+    if not precompile.predicts("cuda"):
+        pytest.skip("the pass compiles for an H100 or H200 (compute capability 9.0)")
+    summary, grading = _pass(REPO_ROOT / "solutions", "cuda", workers=precompile.cores(), name=name)
+    try:
+        assert summary.compiled == summary.recorded > 0, summary
+        found = _real_jit(REPO_ROOT / "solutions", grading.compiled, name, "--gpu")
+        assert found["misses"] == 0 and found["hits"] == len(set(found["keys"])) > 0, found
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+
+
+def test_the_cpu_tiers_child_finds_what_the_pass_compiled(tmp_path):
+    """On the CPU tier, the correctness child compiles every kernel it launched for the GPU
+    (gpu_target.compile_all): after the pass (asked for, as `grade` asks), each of those compiles
+    finds Triton's cache holding it, and the verdicts are a grading's without the pass."""
+    (assignment,) = load_assignments(["vector_add"])
+    submission = _submission(tmp_path / "student", TUNED)
+    grading = AssignmentGrading(assignment, submission, Settings(device="cpu", precompile=2))
+    try:
+        tests = grading.run()
+        assert "precompile" in grading.phases and grading.phases.precompiled.startswith("precompiled "), grading.phases
+        assert len(grading.phases.compiles) >= 2 * 3, "both configs, at lengths of every dtype and divisibility"
+        assert all(grading.phases.compiles.values()), grading.phases.compiles
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+    alone = grade_submission(submission, [assignment], Settings(device="cpu", precompile=0))
+    assert "precompile" not in alone.environment["phases"]
+    assert [(t.name, t.reason, t.score) for t in tests] == [(t.name, t.reason, t.score) for t in alone.tests]
+    assert all(t.reason in ("ok", "no_gpu") for t in tests), [(t.name, t.reason) for t in tests]
+
+
+@pytest.mark.parametrize("folder", ["fork_bomb", "deadlock", "sys_exit_at_import"])
+def test_a_submission_that_misbehaves_in_the_pass_costs_nothing(folder):
+    """A call that forks without end, a call that hangs, an import that exits: the pass records
+    nothing, ends within its limit, and leaves no process behind."""
+    before, started = children(), time.monotonic()
+    summary, grading = _pass(HOSTILE / folder, "cuda", limit_s=20.0)
+    try:
+        assert summary.recorded == 0 and summary.missed, summary
+        assert time.monotonic() - started < 20.0 + 15.0, "a hang costs the pass its limit, no more"
+        assert children() <= before, "every process of the pass is gone"
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+
+
+def test_what_a_submission_plants_through_the_pass_is_not_kept(tmp_path):
+    """A submission that plants files in the compilers' cache from its calls, in full control of
+    its process (the guard off, as if it beat the guard): through the pass too, the grading's
+    verdicts are those of a grading without it, and nothing it planted is kept for the next."""
+    (assignment,) = load_assignments(["vector_add"])
+    planter = HOSTILE / "plants_in_the_compile_cache"
+    graded = {}
+    for workers in (0, 1):
+        cache = tmp_path / f"cache-{workers}"
+        settings = Settings(device="cpu", cache=cache, owner="planter", unguarded=True, precompile=workers)
+        graded[workers] = grade_submission(planter, [assignment], settings)
+        (kept,) = (p for p in cache.rglob("*") if p.is_dir() and p.parent.name == "vector_add")
+        assert compile_cache.is_warm(kept) and not list(kept.rglob("planted-*")), sorted(kept.rglob("planted-*"))
+    assert "precompile " in graded[1].environment["phases"] and "precompile " not in graded[0].environment["phases"]
+    assert [(t.name, t.reason) for t in graded[1].tests] == [(t.name, t.reason) for t in graded[0].tests]
+
+
+def test_what_a_recording_child_sends_is_checked():
+    """The parent passes on only what it can check: a specialization of a part of the
+    assignment, with names and values of the form Triton writes, each once and at most
+    MAX_SPECIALIZATIONS; the part is the task's, whatever the child said."""
+    (assignment,) = load_assignments(["vector_add"])
+    good = Specialization("add", "add_kernel", "/s/vector_add.py", 19, [Argument("x_ptr", "*fp32")],
+                          options=[Option("num_warps", "int", "4")])  # fmt: skip
+    forged = [
+        dataclasses.replace(good, part="elsewhere"),  # taken as the task's part
+        dataclasses.replace(good, kernel="add_kernel; import os"),
+        dataclasses.replace(good, line=-1),
+        dataclasses.replace(good, arguments=[Argument("x_ptr", "*fp32\n")]),
+        dataclasses.replace(good, options=[Option("num_warps", "int", "four")]),
+        dataclasses.replace(good, options=[Option("num_warps", "pickle", "...")]),
+    ]
+    many = [dataclasses.replace(good, line=line) for line in range(1, precompile.MAX_SPECIALIZATIONS + 10)]
+    recorder = _recorder(assignment, [good, good, *forged])
+    assert [s.kernel for s in recorder.record()] == ["add_kernel"], "one good one, once; the part rewritten"
+    assert len(_recorder(assignment, many).record()) == precompile.MAX_SPECIALIZATIONS
+
+
+def _recorder(assignment, sent: list[Specialization]) -> precompile.Precompile:
+    """A pass whose recording child (not started) said `sent` for the assignment's part."""
+    ahead = precompile.Precompile.__new__(precompile.Precompile)
+    ahead.assignment, ahead.tier, ahead.limit_s = assignment, "cuda", 1.0
+    ahead.summary = precompile.Summary()
+    outcome = Recorded(sent)
+    ahead._run = lambda tasks, compiles, limit: SimpleNamespace(outcomes={t.id: Done(t.id, outcome) for t in tasks})
+    return ahead
+
+
+def test_how_many_compiling_children():
+    """By default the GPU tier's pass has a child per core but one, shared among the assignments
+    graded side by side, and the CPU tier's none (measured: no faster on two cores); a number given
+    is taken on either tier, 0 for none. The children compile for the GPU the GPU tier checks for."""
+    from grader.child.target import TARGET
+
+    cores = len(os.sched_getaffinity(0))
+    assert precompile.children_for(Settings(device="cpu"), "cpu") == 0
+    assert precompile.children_for(Settings(device="cuda"), "cuda") == cores - 1  # none on one core
+    assert precompile.children_for(Settings(device="cuda", precompile=12, parallel=4), "cuda") == 3
+    assert precompile.children_for(Settings(device="cpu", precompile=2), "cpu") == 2
+    assert precompile.children_for(Settings(device="cuda", precompile=0), "cuda") == 0
+    assert precompile.TARGET_CAPABILITY == divmod(TARGET.arch, 10)
