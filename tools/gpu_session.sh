@@ -10,6 +10,8 @@
 #   steady-alone-N[-K] tools/steady_grade.py alone --runs N (numbered from K): solutions/ graded N times
 #   steady-together    tools/steady_grade.py together: 3 rounds of 4 gradings of gelu + softmax at once,
 #                      half the cores spinning
+#   steady-beside[-N]  tools/steady_grade.py beside: gelu + softmax graded again and again while flash_attention
+#                      grades from an empty cache (compilers at nice N: -0 shows what the default buys)
 #   cold-NAME          grade solutions/ for assignment NAME with an empty cache of its own (XDG_CACHE_HOME), timed
 #   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
@@ -59,6 +61,9 @@ for step in "$@"; do
                 $PY tools/steady_grade.py alone --runs "$runs" --first "$first" --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
     steady-together) $PY tools/steady_grade.py together --rounds 3 --gradings 4 --assignment gelu --assignment softmax \
                        --busy 0.5 --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
+    steady-beside*) nice=${step#steady-beside}
+                $PY tools/steady_grade.py beside --cold flash_attention --assignment gelu --assignment softmax \
+                  ${nice:+--niceness ${nice#-}} --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
     cold-*) cache=$(mktemp -d) && start=$(date +%s.%N)
             XDG_CACHE_HOME="$cache" $PY -m grader grade --submission solutions --assignment "${step#cold-}" --device cuda \
               --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30

@@ -4,13 +4,18 @@ gradings at once on one GPU with half the host's cores kept busy, and every time
     python tools/steady_grade.py alone --runs 3 [--first K]           # every assignment, one grading after another
     python tools/steady_grade.py together --rounds 3 --gradings 4 \\
         --assignment gelu --assignment softmax --busy 0.5            # K gradings at once, R times
+    python tools/steady_grade.py beside --cold flash_attention \
+        --assignment gelu --assignment softmax [--niceness 0]         # graded again and again beside a cold grading
     python tools/steady_grade.py compare --json steady.json           # the figures, and whether they hold
 
 Each grading is `python -m grader grade --submission solutions --device cuda`, a process of its own
 started by its own shell, as a student's `make grade` in a terminal is: they share the GPU through
 the machine's lock alone (grader/running/gpu_lock.py). Everything goes under --dir (default
 steady-grade/): `alone-K/` and `together-R-K/`, each with results.json and wall.json, and
-`busy.json` (how many cores spun, and for how long). The comparison says, per grading, its points
+`busy.json` (how many cores spun, and for how long). `beside` grades the assignments again and
+again while one grading of `--cold` compiles everything from an empty cache of its own on every
+core (its precompile pass, its correctness child): `cold-nN/` and `beside-nN-K/`, where N is the
+compilers' nice value (GRADER_COMPILER_NICENESS; 0 shows what the default of 10 buys). The comparison says, per grading, its points
 and wall time and what it lost, and for every timed benchmark the median of its ratio over the
 alone gradings and the largest move of any grading from it: at most 3% for the gradings alone and
 5% for those together, with every point in each (issue 51's bar). Exit status 0 when that holds,
@@ -27,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,13 +46,13 @@ def _command(out: Path, assignments: list[str]) -> list[str]:
     return command + [flag for name in assignments for flag in ("--assignment", name)]
 
 
-def _start(out: Path, assignments: list[str]) -> subprocess.Popen:
+def _start(out: Path, assignments: list[str], env: dict | None = None) -> subprocess.Popen:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     (out / "began.json").write_text(json.dumps({"epoch": time.time()}))
     log = open(out / "grade.log", "w")
     return subprocess.Popen(_command(out, assignments), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, env={**os.environ, **(env or {})})  # fmt: skip
 
 
 def _finish(process: subprocess.Popen, out: Path, report: Path | None = None) -> None:
@@ -95,6 +101,27 @@ def together(folder: Path, rounds: int, gradings: int, assignments: list[str], b
     (folder / "busy.json").write_text(json.dumps({"cores": cores, "of": os.cpu_count(), "seconds": time.time() - began}))
 
 
+def beside(folder: Path, cold: str, assignments: list[str], niceness: int | None, report: Path | None = None) -> None:
+    """`assignments` graded one after another, as long as one grading of `cold` runs from an empty
+    cache (its own XDG_CACHE_HOME) with the compilers at `niceness`."""
+    nice = {"GRADER_COMPILER_NICENESS": str(niceness)} if niceness is not None else {}
+    tag = f"n{niceness if niceness is not None else 'default'}"
+    with tempfile.TemporaryDirectory() as cache:
+        out = folder / f"cold-{tag}"
+        compiling = _start(out, [cold], {"XDG_CACHE_HOME": cache, **nice})
+        k = 0
+        while compiling.poll() is None:
+            k += 1
+            mine = folder / f"beside-{tag}-{k}"
+            _finish(_start(mine, assignments, nice), mine, report)
+            print(f"beside {tag} {k}: {json.loads((mine / 'wall.json').read_text())['seconds']:.1f} s", flush=True)
+            if not (mine / "results.json").exists():  # it could not grade: say so once, not in a loop
+                print((mine / "grade.log").read_text()[-2000:], flush=True)
+                break
+        _finish(compiling, out, report)
+    print(f"cold {cold} ({tag}): {json.loads((out / 'wall.json').read_text())['seconds']:.1f} s", flush=True)
+
+
 def _grading(out: Path) -> dict:
     results = json.loads((out / "results.json").read_text())
     lost = [{"test": t["name"], "lost": t["max_score"] - t["score"], "reason": t["extra_data"].get("reason"),
@@ -137,7 +164,7 @@ def compare(folder: Path, kept: Path | None = None) -> tuple[dict, bool]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("alone", "together", "compare"))
+    parser.add_argument("what", choices=("alone", "together", "beside", "compare"))
     parser.add_argument("--dir", type=Path, default=REPO / "steady-grade")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--first", type=int, default=1, help="the number of the first alone grading (alone-K)")
@@ -145,12 +172,16 @@ def main() -> int:
     parser.add_argument("--gradings", type=int, default=4)
     parser.add_argument("--assignment", action="append", default=[])
     parser.add_argument("--busy", type=float, default=0.5, help="share of the cores kept spinning (together)")
+    parser.add_argument("--cold", help="beside: the assignment graded from an empty cache meanwhile")
+    parser.add_argument("--niceness", type=int, help="beside: the compilers' nice value (default: the grader's)")
     parser.add_argument("--json", type=Path, help="where compare writes its figures")
     parser.add_argument("--report", type=Path, help="a folder where each grading's figures are written as it ends")
     parser.add_argument("--kept", type=Path, help="compare the lines of a report folder's steady.jsonl instead")
     args = parser.parse_args()
     if args.what == "alone":
         alone(args.dir, args.runs, args.assignment, args.first, args.report)
+    elif args.what == "beside":
+        beside(args.dir, args.cold, args.assignment, args.niceness, args.report)
     elif args.what == "together":
         together(args.dir, args.rounds, args.gradings, args.assignment, args.busy, args.report)
     else:

@@ -107,6 +107,15 @@ def compiled_cache(workdir: Path) -> Path:
 
 
 COMPILER_NICENESS = 10  # a correctness child's nice value on the GPU tier: a timed child (0) gets ~9x its share of a core
+
+
+def compiler_niceness() -> int:
+    """COMPILER_NICENESS, or GRADER_COMPILER_NICENESS (0-19) where the machine's operator sets it:
+    0 measures what the nice value buys (tools/steady_grade.py beside)."""
+    given = os.environ.get("GRADER_COMPILER_NICENESS", "")
+    return int(given) if given.isdigit() and int(given) <= 19 else COMPILER_NICENESS
+
+
 _live_children: set[int] = set()  # every child process being graded by this process, on any thread
 
 
@@ -198,7 +207,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     # gradings' timed phases, whose host must not wait for a core: it yields them its cores. So does
     # a precompile child of the GPU tier (precompile.py), which runs on the CPU.
     compiles_beside = (job.device == "cuda" and not timed) or job.precompile == "cuda"
-    niceness = COMPILER_NICENESS if compiles_beside else 0
+    niceness = compiler_niceness() if compiles_beside else 0
     walls = Walls(cgroup_procs=str(memory.procs) if memory else None, niceness=niceness)
     witness = witness_build.library() if job.device == "cuda" and job.witness else None
     witness = witness if isinstance(witness, witness_build.Library) else None
