@@ -15,6 +15,7 @@ and the page is rendered again: the table is replaced, nothing is appended. Hist
     .venv/bin/python tools/measurements.py profile profile.json results.json      # `make profile`'s
     .venv/bin/python tools/measurements.py corpus corpus-results --machine GPU --gpu-torch VERSION
     .venv/bin/python tools/measurements.py steady-grade steady.json alone-1/results.json [--note TEXT]
+    .venv/bin/python tools/measurements.py phases cold=alone-1/results.json warm=alone-2/results.json ...
     .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
 
 `warm-parity` and `batch-parity` read the `--json` of tools/warm_parity.py and tools/batch_parity.py.
@@ -231,6 +232,56 @@ def steady_grade(summary_path: Path, results_path: Path, driver: str | None, not
             "rows": rows, "notes": notes}  # fmt: skip
 
 
+PHASES = ("precompile", "correctness", "timing", "waiting")
+
+
+def phases_of(line: str) -> dict[str, tuple[dict[str, float], str]]:
+    """A grading's phases line (its environment's `phases`, grader/running/tasks.py's Phases.line):
+    per assignment, each phase's seconds and the notes in parentheses after them (which may hold
+    parentheses and semicolons of their own)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(line):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and line.startswith("; ", i):
+            parts.append(line[start:i])
+            start = i + 2
+    parts.append(line[start:])
+    found = {}
+    for part in filter(None, (p.strip() for p in parts)):
+        name, _, rest = part.partition(": ")
+        figures, _, notes = rest.partition(" (")
+        seconds = {m[1]: float(m[2]) for m in re.finditer(r"(\w+) ([\d.]+) s", figures)}
+        found[name] = (seconds, notes[:-1] if notes.endswith(")") else notes)
+    return found
+
+
+def phases(gradings: list[str], driver: str | None) -> dict:
+    """Each grading's phases per assignment, from LABEL=results.json pairs (tools/steady_grade.py's
+    folders, whose wall.json gives the grading's wall time; gpu_session.sh's cold-NAME)."""
+    rows, first = [], None
+    for given in gradings:
+        label, _, path = str(given).partition("=")
+        results = json.loads(Path(path).read_text())
+        first = first or results
+        wall = Path(path).with_name("wall.json")
+        seconds = f"{json.loads(wall.read_text())['seconds']:.1f} s" if wall.exists() else "-"
+        for name, (figures, notes) in phases_of(results.get("extra_data", {}).get("phases", "")).items():
+            precompiled = next((n for n in notes.split("; ") if n.startswith(("precompiled", "foresaw"))), "-")
+            rows.append([label, seconds, name, *(f"{figures.get(p, 0.0):.1f} s" for p in PHASES), precompiled])
+            seconds = ""
+    return {"name": "grading-phases", "order": 22, "title": "Where a GPU grading's time goes, phase by phase",
+            "about": "Each grading's phases per assignment, from its results.json (`phases`): the precompile pass "
+                     "(grader/running/precompile.py: every kernel the grading will launch compiled in parallel "
+                     "before its correctness child runs), the correctness child (compiling what the pass missed, "
+                     "autotuning, the cases), the timing child, and the wait for the GPU's lock. Wall time is the "
+                     "whole grading's. Re-measure: `tools/gpu_session.sh steady-alone-1 steady-alone-1-2 "
+                     "cold-flash_attention`, then `tools/measurements.py phases cold=alone-1/results.json "
+                     "warm=alone-2/results.json flash_attention-cold=cold-flash_attention.json`.",
+            "measured": provenance(first or {}, driver),
+            "columns": ["grading", "wall time", "assignment", *PHASES, "precompile pass"],
+            "rows": rows}  # fmt: skip
+
+
 def _torch() -> str:
     import torch
 
@@ -346,7 +397,7 @@ def suite_record(row: list) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
-                                         "report-speed", "suite", "profile", "corpus", "steady-grade"))  # fmt: skip
+                                         "report-speed", "suite", "profile", "corpus", "steady-grade", "phases"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
@@ -372,6 +423,7 @@ def main() -> int:
         "profile": lambda: nsight_profile(args.inputs[0], args.inputs[1], args.driver),
         "corpus": lambda: corpus(args.inputs[0], args.machine or "-", args.driver, args.gpu_torch or "-"),
         "steady-grade": lambda: steady_grade(args.inputs[0], args.inputs[1], args.driver, args.note),
+        "phases": lambda: phases([str(i) for i in args.inputs], args.driver),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()

@@ -1,0 +1,39 @@
+"""tools/measurements.py's reading of what a grading leaves: the phases table (issue 52's per-phase
+figures) from a real grading's results.json, with the precompile pass's note in it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from grader.assignment.loading import load_assignment
+from grader.assignment.spec import REPO_ROOT
+from grader.grading import Settings, grade_submission
+from grader.reporting.results_json import gradescope
+
+sys.path.insert(0, str(REPO_ROOT / "tools"))
+import measurements  # noqa: E402
+
+
+def test_the_phases_line_is_read_whole_notes_with_parentheses_and_semicolons_included():
+    line = ("flash_attention: start 2.8 s, build 0.0 s, precompile 31.5 s, correctness 18.2 s, timing 12.6 s "
+            "(precompiled 264 of 266 kernels in 15 processes (0 found compiled); GPU memory held by torch: at most "
+            "2.1 GiB); gelu: start 3.0 s, correctness 0.7 s, timing 4.1 s, waiting 1.5 s")  # fmt: skip
+    found = measurements.phases_of(line)
+    assert list(found) == ["flash_attention", "gelu"]
+    figures, notes = found["flash_attention"]
+    assert figures == {"start": 2.8, "build": 0.0, "precompile": 31.5, "correctness": 18.2, "timing": 12.6}
+    assert notes.startswith("precompiled 264 of 266 kernels in 15 processes (0 found compiled); GPU memory")
+    assert found["gelu"] == ({"start": 3.0, "correctness": 0.7, "timing": 4.1, "waiting": 1.5}, "")
+
+
+def test_a_real_gradings_phases_become_the_table(tmp_path):
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grade = grade_submission(REPO_ROOT / "solutions", [assignment], Settings(device="cpu", precompile=2))
+    (tmp_path / "results.json").write_text(json.dumps(gradescope(grade)))
+    (tmp_path / "wall.json").write_text(json.dumps({"seconds": 12.34, "exit": 0}))
+    record = measurements.phases([f"cold={tmp_path / 'results.json'}"], driver="-")
+    [row] = record["rows"]
+    assert row[:3] == ["cold", "12.3 s", "vector_add"] and len(row) == len(record["columns"])
+    assert float(row[4].removesuffix(" s")) > 0  # its correctness child ran
+    assert row[-1].startswith(("foresaw", "precompiled")), row  # the pass ran, and said what it did
