@@ -22,7 +22,7 @@ from grader.course.batch import GRADEBOOK
 from grader.course.config import Course
 from grader.course.gradebook import Gradebook, Key
 from grader.reporting import report
-from grader.service import queue, standing
+from grader.service import queue, standing, uploads
 from grader.service.dispatcher import Dispatcher
 from grader.service.rules import Rules
 from grader.service.standing import Graded
@@ -49,6 +49,7 @@ class Service:
     device: str  # the tier the workers grade on
     salt: str
     dispatcher: Dispatcher | None = None
+    intake: uploads.Intake | None = None  # where uploads are unpacked; None: in the calling thread
     pages: Environment = field(default_factory=lambda: pages_environment())
 
     @property

@@ -17,7 +17,7 @@ from grader.assignment.loading import load_assignments
 from grader.course import batch
 from grader.course.config import CourseError
 from grader.reporting.report import plain
-from grader.service import queue, rules
+from grader.service import queue, rules, uploads
 from grader.service.app import Service, create_app
 from grader.service.dispatcher import Dispatcher, Grading, grade_on_worker
 from grader.service.tokens import Roster
@@ -63,7 +63,7 @@ def serve(course_path: Path, out: Path, host: str, port: int, scheduler: str | N
     dispatcher = Dispatcher(out / batch.GRADEBOOK, grading)
     dispatcher.start()
     service = Service(out, course, service_rules, Roster(secret, service_rules.students, service_rules.staff),
-                      options.assignments, engine.device, secret, dispatcher)  # fmt: skip
+                      options.assignments, engine.device, secret, dispatcher, uploads.Intake())  # fmt: skip
     console.print(plain(f"Grading on {engine.description} ({engine.device}); Dask scheduler {client.scheduler.address} "
                         f"(a TA's `batch --scheduler` can join it); gradebook {out / batch.GRADEBOOK}"))  # fmt: skip
     console.print(plain(f"{len(service_rules.students)} students; serving on http://{host}:{port}/"))
@@ -71,6 +71,7 @@ def serve(course_path: Path, out: Path, host: str, port: int, scheduler: str | N
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning", access_log=False,
                     proxy_headers=True, forwarded_allow_ips="127.0.0.1")  # fmt: skip
     finally:
+        service.intake.close()
         dispatcher.stop()
         dispatcher.join(30)
         engine.close()
