@@ -1,7 +1,7 @@
 """The service under load on loopback: 50 students send 200 submissions within a minute (each one a
 fifth past the rate limit, which says when to retry): none is lost, each is graded once, each
 student's in the order they were sent, and pages answer while grading runs: within 200 ms at the
-99th percentile is the goal (docs/measurements.md, "Pages of the service under load", measured
+99th percentile is the goal (docs/measurements.md, "Pages of the submission service under load", measured
 with SERVICE_PAGES_JSON set: the test writes its figures there), and five times that the test's bar,
 which a page held up behind a grading (seconds) fails on a busy machine too.
 
