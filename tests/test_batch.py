@@ -372,11 +372,12 @@ def test_the_hang_guard_waits_while_there_is_progress_and_kills_a_stall(tmp_path
     counter = tmp_path / "count"
     counter.write_text("0")
     steady = ("import pathlib, sys, time\np = pathlib.Path(sys.argv[1])\n"
-              "for i in range(1, 6):\n    time.sleep(0.6); p.write_text(str(i)); print(i, flush=True)\n")  # fmt: skip
+              "for i in range(1, 8):\n    time.sleep(1.0); p.write_text(str(i)); print(i, flush=True)\n")  # fmt: skip
     progress = lambda: int(counter.read_text() or 0)  # noqa: E731
     process = subprocess.Popen([sys.executable, "-c", steady, str(counter)], stdout=subprocess.PIPE, text=True,
                                start_new_session=True)  # fmt: skip
-    assert run_while_progressing(process, progress, stall_s=2.5).split() == ["1", "2", "3", "4", "5"]
+    # 7 s in all, past a stall limit of 4 s: each step's second leaves room for a busy machine's start
+    assert run_while_progressing(process, progress, stall_s=4).split() == [str(i) for i in range(1, 8)]
     stuck = subprocess.Popen([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(600)"],
                              stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     with pytest.raises(pytest.fail.Exception, match="no progress for 3 s"):
