@@ -94,6 +94,15 @@ def render(records: list[dict]) -> str:
     return "\n".join(parts)
 
 
+def with_row(fresh: dict, row: list) -> dict:
+    """The kept record of `fresh`'s name (or `fresh`, where none is kept yet) with `row` in place of
+    the row of its condition (the first column): a table of conditions, each measured again alone."""
+    path = record_path(fresh["name"])
+    record = json.loads(path.read_text()) if path.exists() else fresh
+    record["rows"] = [r for r in record["rows"] if r[0] != row[0]] + [row]
+    return record
+
+
 def write_record(record: dict) -> None:
     RECORDS.mkdir(parents=True, exist_ok=True)
     record_path(record["name"]).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
@@ -239,8 +248,7 @@ def service_pages(figures_path: Path, condition: str, note: str | None) -> dict:
     found = json.loads(figures_path.read_text())
     row = [condition, f"{found['students']} students, {found['submissions']} submissions in {found['sent_s']:.1f} s",
            found["pages"], f"{found['p50_s'] * 1e3:.0f} ms", f"{found['p99_s'] * 1e3:.0f} ms", f"{found['load']:.1f}"]  # fmt: skip
-    path = record_path("service-pages")
-    record = json.loads(path.read_text()) if path.exists() else {
+    record = with_row({
         "name": "service-pages", "order": 40, "title": "Pages of the submission service under load",
         "about": "tests/test_service_load.py's whole load on loopback (a class uploading at once to a real `serve`, "
                  "its grading a fake of 50 ms), two probing processes reading a student's page, the API's list, a "
@@ -248,10 +256,9 @@ def service_pages(figures_path: Path, condition: str, note: str | None) -> dict:
                  "the 99th percentile; the test's own bar is five times that. Re-measure: `SERVICE_PAGES_JSON="
                  "pages.json .venv/bin/python -m pytest -m slow tests/test_service_load.py`, then "
                  "`tools/measurements.py service-pages pages.json --condition NAME`.",
-        "columns": ["condition", "load sent", "pages", "p50", "p99", "load average"], "rows": []}  # fmt: skip
+        "columns": ["condition", "load sent", "pages", "p50", "p99", "load average"], "rows": []}, row)  # fmt: skip
     record["measured"] = {"date": datetime.date.today().isoformat(), "machine": f"{os.cpu_count()}-core CPU machine",
                           "driver": "-", "torch": _torch(), "triton": _pinned_triton(), "commit": _commit()}  # fmt: skip
-    record["rows"] = [r for r in record["rows"] if r[0] != condition] + [row]
     if note:
         record["notes"] = note
     return record
@@ -406,17 +413,14 @@ def _cpu() -> str:
 
 
 def suite_record(row: list) -> dict:
-    path = record_path("test-suite")
-    record = json.loads(path.read_text()) if path.exists() else {
+    return with_row({
         "name": "test-suite", "order": 1, "title": "`make test` from a fresh clone on the 2-core machine",
         "about": "A fresh clone of the commit, HOME an empty folder (every cache cold: the grader's, Triton's, "
                  "pip's, torch's), the set-up (`make .venv/.ready`) and then `make test`, each timed; `busy`: "
                  "every core kept busy by a spinning process the whole time; `without bubblewrap`: bwrap hidden "
                  "from the PATH, so the grader runs unsandboxed. Re-measure: `tools/measurements.py suite "
                  "--condition NAME [--busy] [--without-bwrap]`.",
-        "columns": SUITE_COLUMNS, "rows": []}  # fmt: skip
-    record["rows"] = [r for r in record["rows"] if r[0] != row[0]] + [row]
-    return record
+        "columns": SUITE_COLUMNS, "rows": []}, row)  # fmt: skip
 
 
 def main() -> int:
