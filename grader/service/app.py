@@ -48,8 +48,8 @@ class Service:
     assignments: list[Assignment]
     device: str  # the tier the workers grade on
     salt: str
+    intake: uploads.Intake  # where uploads are unpacked
     dispatcher: Dispatcher | None = None
-    intake: uploads.Intake | None = None  # where uploads are unpacked; None: in the calling thread
     pages: Environment = field(default_factory=lambda: pages_environment())
 
     @property

@@ -63,7 +63,7 @@ def serve(course_path: Path, out: Path, host: str, port: int, scheduler: str | N
     dispatcher = Dispatcher(out / batch.GRADEBOOK, grading)
     dispatcher.start()
     service = Service(out, course, service_rules, Roster(secret, service_rules.students, service_rules.staff),
-                      options.assignments, engine.device, secret, dispatcher, uploads.Intake())  # fmt: skip
+                      options.assignments, engine.device, secret, uploads.Intake(), dispatcher)  # fmt: skip
     console.print(plain(f"Grading on {engine.description} ({engine.device}); Dask scheduler {client.scheduler.address} "
                         f"(a TA's `batch --scheduler` can join it); gradebook {out / batch.GRADEBOOK}"))  # fmt: skip
     console.print(plain(f"{len(service_rules.students)} students; serving on http://{host}:{port}/"))

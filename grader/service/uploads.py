@@ -57,9 +57,10 @@ class Intake:
                                    initializer=_intake_process, initargs=(os.getpid(),))  # fmt: skip
 
     def receive(self, archive: BinaryIO, student: str, out: Path, requested: list[str], known: list[str]) -> Upload:
-        """`receive`, with the unpacking in the intake's processes (blocking: call it in a thread).
-        A process that died unpacking (killed, out of memory) costs that upload alone: Refused,
-        and the processes are started again for the next."""
+        """Unpack `archive` for `student` and hash the assignments to grade: those `requested`, or
+        where none are, those whose folders the upload holds. Blocking: call it in a thread. A
+        process that died unpacking (killed, out of memory) costs that upload alone: Refused, and
+        the processes are started again for the next."""
         folder = _stage(archive, student, out, requested, known)
         pool = self.pool
         try:
@@ -86,12 +87,6 @@ def _intake_process(server: int) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True, name="server-watch").start()
-
-
-def receive(archive: BinaryIO, student: str, out: Path, requested: list[str], known: list[str]) -> Upload:
-    """Unpack `archive` for `student` and hash the assignments to grade: those `requested`, or
-    where none are, those whose folders the upload holds."""
-    return _unpack(_stage(archive, student, out, requested, known), student, requested, known)
 
 
 def _stage(archive: BinaryIO, student: str, out: Path, requested: list[str], known: list[str]) -> Path:

@@ -47,8 +47,8 @@ def accept(service, identity: Identity, archive, requested: list[str]) -> list[q
     """An upload through the batch's intake into the queue; Refused with the reason (400, or 429
     with the seconds until the rate limit allows one more). Blocking: call it in a thread."""
     try:
-        receive = service.intake.receive if service.intake is not None else uploads.receive
-        upload = receive(archive, identity.name, service.out, requested, [a.name for a in service.assignments])
+        known = [a.name for a in service.assignments]
+        upload = service.intake.receive(archive, identity.name, service.out, requested, known)
     except uploads.Refused as error:
         raise Refused(400, str(error)) from None
     rows = {name: (str(upload.root), digest) for name, digest in upload.hashes.items()}
