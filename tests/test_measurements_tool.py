@@ -37,3 +37,8 @@ def test_a_real_gradings_phases_become_the_table(tmp_path):
     assert row[:3] == ["cold", "12.3 s", "vector_add"] and len(row) == len(record["columns"])
     assert float(row[4].removesuffix(" s")) > 0  # its correctness child ran
     assert row[-1].startswith(("foresaw", "precompiled")), row  # the pass ran, and said what it did
+    # gpu_session.sh's cold-NAME step leaves NAME's results beside its own wall file
+    (tmp_path / "cold-vector_add.json").write_text((tmp_path / "results.json").read_text())
+    (tmp_path / "cold-vector_add.wall.json").write_text(json.dumps({"seconds": 85.81}))
+    [row] = measurements.phases([f"alone={tmp_path / 'cold-vector_add.json'}"], driver="-")["rows"]
+    assert row[:3] == ["alone", "85.8 s", "vector_add"]

@@ -37,7 +37,7 @@ if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DEB:-}" ]; then
   dpkg -x "$BWRAP_DEB" /tmp/bubblewrap && export PATH="/tmp/bubblewrap/usr/bin:$PATH"
 fi
 PY=.venv/bin/python
-$PY -c "from grader import sandbox, stack; print('sandbox:', sandbox.probe()); print('stack differs:', stack.differences('cuda'))"
+$PY -c "from grader.running import sandbox, stack; print('sandbox:', sandbox.probe()); print('stack differs:', stack.differences('cuda'))"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 n=0
 for step in "$@"; do
@@ -67,7 +67,9 @@ for step in "$@"; do
     cold-*) cache=$(mktemp -d) && start=$(date +%s.%N)
             XDG_CACHE_HOME="$cache" $PY -m grader grade --submission solutions --assignment "${step#cold-}" --device cuda \
               --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30
-            echo "$step: $($PY -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$start") s of wall time"; rm -rf "$cache" ;;
+            $PY -c "import json, sys, time; print(json.dumps({'seconds': time.time() - float(sys.argv[1])}))" "$start" \
+              > "$OUT/${step}.wall.json"
+            echo "$step: $(cat "$OUT/${step}.wall.json") of wall time"; rm -rf "$cache" ;;
     service-load) $PY tools/service_load.py --device cuda --assignment gelu --out "$OUT/service-load" 2>&1 |
                     tee "$OUT/service-load.log" | tail -n 40 ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;

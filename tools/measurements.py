@@ -287,7 +287,7 @@ def phases_of(line: str) -> dict[str, tuple[dict[str, float], str]]:
     return found
 
 
-def phases(gradings: list[str], driver: str | None) -> dict:
+def phases(gradings: list[str], driver: str | None, note: str | None = None) -> dict:
     """Each grading's phases per assignment, from LABEL=results.json pairs (tools/steady_grade.py's
     folders, whose wall.json gives the grading's wall time; gpu_session.sh's cold-NAME)."""
     rows, first = [], None
@@ -295,8 +295,9 @@ def phases(gradings: list[str], driver: str | None) -> dict:
         label, _, path = str(given).partition("=")
         results = json.loads(Path(path).read_text())
         first = first or results
-        wall = Path(path).with_name("wall.json")
-        seconds = f"{json.loads(wall.read_text())['seconds']:.1f} s" if wall.exists() else "-"
+        walls = [Path(path).with_suffix(".wall.json"), Path(path).with_name("wall.json")]  # cold-NAME's, steady_grade's
+        wall = next((w for w in walls if w.exists()), None)
+        seconds = f"{json.loads(wall.read_text())['seconds']:.1f} s" if wall else "-"
         for name, (figures, notes) in phases_of(results.get("extra_data", {}).get("phases", "")).items():
             precompiled = next((n for n in notes.split("; ") if n.startswith(("precompiled", "foresaw"))), "-")
             rows.append([label, seconds, name, *(f"{figures.get(p, 0.0):.1f} s" for p in PHASES), precompiled])
@@ -311,7 +312,7 @@ def phases(gradings: list[str], driver: str | None) -> dict:
                      "warm=alone-2/results.json flash_attention-cold=cold-flash_attention.json`.",
             "measured": provenance(first or {}, driver),
             "columns": ["grading", "wall time", "assignment", *PHASES, "precompile pass"],
-            "rows": rows}  # fmt: skip
+            "rows": rows, **({"notes": note} if note else {})}  # fmt: skip
 
 
 def _torch() -> str:
@@ -436,7 +437,7 @@ def main() -> int:
     parser.add_argument("--machine", help="corpus: the GPU (and CPU) the verdicts were measured on")
     parser.add_argument("--gpu-torch", help="corpus: the GPU tier's torch (its verdict files carry no versions)")
     parser.add_argument("--commit", help="the commit measured, where it is not HEAD")
-    parser.add_argument("--note", help="steady-grade, service-pages: what the table does not show (a run cut short, an earlier figure)")
+    parser.add_argument("--note", help="steady-grade, phases, service-pages: what the table does not show (a run cut short, an earlier figure)")
     parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
     args = parser.parse_args()
     if args.what == "check":
@@ -452,7 +453,7 @@ def main() -> int:
         "profile": lambda: nsight_profile(args.inputs[0], args.inputs[1], args.driver),
         "corpus": lambda: corpus(args.inputs[0], args.machine or "-", args.driver, args.gpu_torch or "-"),
         "steady-grade": lambda: steady_grade(args.inputs[0], args.inputs[1], args.driver, args.note),
-        "phases": lambda: phases([str(i) for i in args.inputs], args.driver),
+        "phases": lambda: phases([str(i) for i in args.inputs], args.driver, args.note),
         "service-pages": lambda: service_pages(args.inputs[0], args.condition or "idle", args.note),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
