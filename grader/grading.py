@@ -89,6 +89,7 @@ class AssignmentGrading:
         self.compiled = isolation.compiled_cache(self.workdir)
         self.kept: Path | None = None
         self.restored: dict = {}  # what the grading's cache started from (compile_cache.restore)
+        self.foreseen = False  # whether its cache will hold every kernel its pass foresaw (precompile.ahead_of)
         if settings.cache is not None:
             try:
                 self.kept = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
@@ -120,6 +121,8 @@ class AssignmentGrading:
         if self.kept is not None:
             try:
                 compile_cache.keep(self.compiled, self.kept, self.restored)  # every child has ended: none writes it now
+                if self.foreseen:
+                    compile_cache.mark_foreseen(self.kept, self.device)
             except OSError:
                 pass  # kept or not, the grade stands: a later grading compiles again
         return tests

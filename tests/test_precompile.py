@@ -25,7 +25,7 @@ from grader.assignment.spec import REPO_ROOT
 from grader.grading import AssignmentGrading, Settings, grade_submission
 from grader.messages.reports import Done, Recorded
 from grader.messages.specializations import Argument, Option, Specialization
-from grader.running import compile_cache, precompile
+from grader.running import compile_cache, compile_slots, precompile
 from grader.running.orphans import children
 
 TESTS = Path(__file__).resolve().parent
@@ -218,15 +218,96 @@ def _recorder(assignment, sent: list[Specialization]) -> precompile.Precompile:
 
 
 def test_how_many_compiling_children():
-    """By default the GPU tier's pass has a child per core but one, shared among the assignments
-    graded side by side, and the CPU tier's none (measured: no faster on two cores); a number given
-    is taken on either tier, 0 for none. The children compile for the GPU the GPU tier checks for."""
+    """By default the GPU tier's pass has a child per core but one, also where assignments are
+    graded side by side (the machine's slots share the cores among them: compile_slots.py), and
+    the CPU tier's none (measured: no faster on two cores); a number given is taken on either
+    tier, 0 for none. The children compile for the GPU the GPU tier checks for."""
     from grader.child.target import TARGET
 
     cores = len(os.sched_getaffinity(0))
     assert precompile.children_for(Settings(device="cpu"), "cpu") == 0
     assert precompile.children_for(Settings(device="cuda"), "cuda") == cores - 1  # none on one core
-    assert precompile.children_for(Settings(device="cuda", precompile=12, parallel=4), "cuda") == 3
+    assert precompile.children_for(Settings(device="cuda", precompile=12, parallel=4), "cuda") == 12
     assert precompile.children_for(Settings(device="cpu", precompile=2), "cpu") == 2
     assert precompile.children_for(Settings(device="cuda", precompile=0), "cuda") == 0
     assert precompile.TARGET_CAPABILITY == divmod(TARGET.arch, 10)
+
+
+def test_a_pass_whose_children_find_no_slot_costs_only_its_advice(tmp_path, monkeypatch):
+    """Every compiling slot of the machine held by another process (another grading's pass): the
+    pass's children wait for one within the pass's limit, then give up; the pass says so, and the
+    grading's verdicts are those of a grading without the pass."""
+    monkeypatch.setenv("GRADER_GPU_LOCKS", str(tmp_path / "locks"))
+    holder = _hold_slots(tmp_path / "locks", compile_slots.machine_slots())
+    try:
+        submission = _submission(tmp_path / "student", TUNED)
+        started = time.monotonic()
+        summary, grading = _pass(submission, "cuda", limit_s=20.0)
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+        assert summary.recorded and summary.compiled == 0 and summary.children == 2, summary
+        assert any(m.startswith("no compiling slot came free") for m in summary.missed), summary.missed
+        assert not summary.complete
+        assert time.monotonic() - started < 20.0 + 30.0, "the wait ends with the pass's limit"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_slot_is_free_again_when_its_holder_is_killed(tmp_path):
+    """Two processes of no common parent hold the only two slots: a third asks in vain, until one
+    holder is killed with SIGKILL (the kernel releases its flock)."""
+    folder = tmp_path / "locks"
+    first, second = _hold_slots(folder, 1, count=2), _hold_slots(folder, 1, count=2)
+    try:
+        with compile_slots.slot(0.3, folder, 2) as held:
+            assert not held
+        second.kill()
+        second.wait()
+        with compile_slots.slot(30.0, folder, 2) as held:
+            assert held
+    finally:
+        for holder in (first, second):
+            holder.kill()
+            holder.wait()
+
+
+def _hold_slots(folder: Path, number: int, count: int | None = None) -> subprocess.Popen:
+    """A process of its own (a new session: no common parent with this one's children) holding
+    `number` of the `count` slots in `folder`, once it says so."""
+    code = (f"import sys, time; from contextlib import ExitStack; from pathlib import Path; "
+            f"from grader.running import compile_slots as c\n"
+            f"with ExitStack() as s:\n"
+            f"    assert all(s.enter_context(c.slot(30.0, Path({str(folder)!r}), {count or number})) "
+            f"for _ in range({number}))\n"
+            f"    print('held', flush=True); time.sleep(600)")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_warm_grading_skips_the_pass_an_earlier_grading_completed(tmp_path):
+    """A grading of the very same files, on the same tier, after one whose pass was complete: no
+    recording child, no compiling child (on an H200 a warm pass took 8-36 s per assignment to find
+    every kernel compiled), the same verdicts, and the mark kept for the next. A change to a file
+    starts a cold folder, the pass with it; a mark of the GPU tier says nothing of the CPU tier's."""
+    (assignment,) = load_assignments(["vector_add"])
+    submission = _submission(tmp_path / "student", TUNED)
+    settings = Settings(device="cpu", precompile=2, cache=tmp_path / "cache", owner="student")
+
+    def graded():
+        grade = grade_submission(submission, [assignment], settings)
+        return [(t.name, t.reason, t.score) for t in grade.tests], grade.environment["phases"]
+
+    cold, cold_line = graded()
+    assert "precompile " in cold_line and "precompiled " in cold_line, cold_line
+    (kept,) = (p for p in (tmp_path / "cache").rglob("*") if p.is_dir() and p.parent.name == "vector_add")
+    assert compile_cache.foreseen(kept, "cpu") and not compile_cache.foreseen(kept, "cuda")
+    for _ in range(2):
+        warm, warm_line = graded()
+        assert warm == cold and precompile.SKIPPED in warm_line and "precompile " not in warm_line, warm_line
+        assert compile_cache.foreseen(kept, "cpu"), "the mark stays while the folder is unchanged"
+    path = submission / "vector_add" / "vector_add.py"
+    path.write_text(path.read_text() + "\n# changed\n")
+    _, changed_line = graded()
+    assert "precompiled " in changed_line and precompile.SKIPPED not in changed_line, changed_line

@@ -88,6 +88,24 @@ def is_warm(folder: Path) -> bool:
     return folder.is_dir() and any(folder.iterdir())
 
 
+def _foreseen_mark(folder: Path, tier: str) -> Path:
+    return folder / f"foreseen-{tier}"  # no key's name: `restore` never copies it, no child sees it
+
+
+def foreseen(folder: Path, tier: str) -> bool:
+    """Whether a grading of these files on `tier` ended here with its precompile pass complete
+    (precompile.Summary.complete), and the folder has not changed since: everything that grading
+    launched is here, so another pass would find every kernel compiled (a warm pass on an H200
+    took 8-36 s per assignment to say so)."""
+    return _foreseen_mark(folder, tier).is_file()
+
+
+def mark_foreseen(folder: Path, tier: str) -> None:
+    """Say `foreseen` of `folder` (written by the grading process after `keep`: a later `keep`
+    that changes the folder makes it anew, without the mark)."""
+    _foreseen_mark(folder, tier).touch(mode=0o600)
+
+
 def _group(path: Path) -> dict[str, str]:
     try:
         listed = json.loads(path.read_text()).get("child_paths")

@@ -126,9 +126,9 @@ class GpuLock:
         hold = Timed(os.environ.get(LOG_ENVIRONMENT), label)
         try:
             with _locked(self.queue, fcntl.LOCK_SH):  # in the queue until it has the GPU
-                hold.turnstile = _open(self.turnstile)
+                hold.turnstile = open_lock(self.turnstile)
                 fcntl.flock(hold.turnstile, fcntl.LOCK_EX)
-                hold.gpu = _open(self.gpu)
+                hold.gpu = open_lock(self.gpu)
                 fcntl.flock(hold.gpu, fcntl.LOCK_EX)
             hold.waited, hold.since = time.monotonic() - started, (asked, time.time())
             yield hold
@@ -142,7 +142,7 @@ class GpuLock:
     def timing_waits(self) -> bool:
         """Whether a timed phase waits for the GPU (each holds the queue shared while it waits).
         Asked by a correctness phase about to take the GPU."""
-        fd = _open(self.queue)
+        fd = open_lock(self.queue)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -200,7 +200,7 @@ def _write_line(log: str, how: str, asked: float, got: float, released: float, l
 
 @contextmanager
 def _locked(path: Path, how: int) -> Iterator[None]:
-    fd = _open(path)
+    fd = open_lock(path)
     try:
         fcntl.flock(fd, how)
         yield
@@ -208,7 +208,7 @@ def _locked(path: Path, how: int) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def _open(path: Path) -> int:
+def open_lock(path: Path) -> int:
     """A lock file, made readable by every user where this process makes it (flock needs only a
     descriptor open for reading), never through a link another user planted."""
     try:

@@ -34,7 +34,6 @@ gets no children (`children_for`): the graded children compile them as before.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,7 +44,8 @@ from grader.assignment.spec import Assignment
 from grader.messages.job import Job, Task, task_id
 from grader.messages.reports import Precompiled, Recorded
 from grader.messages.specializations import Specialization, identity, well_formed
-from grader.running import isolation, sandbox
+from grader.running import compile_cache, compile_slots, isolation, sandbox
+from grader.running.compile_slots import cores
 
 RECORD_LIMIT_S = 120.0  # the recording child: an import and one call per shape, none of them run
 COMPILE_LIMIT_S = 300.0  # each compiling child
@@ -65,6 +65,11 @@ class Summary:
     seconds: float = 0.0  # from the recording child's start to the last compiling child's end
     missed: list[str] = field(default_factory=list)  # shapes whose call raised, and what the pass lost
 
+    @property
+    def complete(self) -> bool:
+        """Every shape called and every foreseen kernel compiled (or too few to compile ahead)."""
+        return not self.missed and (not self.children or self.compiled == self.recorded)
+
     def line(self) -> str:
         if not self.recorded:
             failed = f" ({len(self.missed)} calls or imports failed)" if self.missed else ""
@@ -75,22 +80,18 @@ class Summary:
                 f"({self.cached} found compiled)")  # fmt: skip
 
 
-def cores() -> int:
-    """The cores this process may run on (a batch worker's share where it is pinned)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def children_for(settings, device: str) -> int:
-    """Compiling children at most for a grading (`grading.Settings.precompile`; 0: no pass), its
-    share where assignments are graded side by side (`Settings.parallel`). By default, on the GPU
-    tier, a core each but one (the other gradings' timed phases keep theirs); on the CPU tier none:
-    measured on two cores, FlashAttention's solution graded in a third to a half less time, but
-    every smaller assignment paid for the recording child's start, and a student's starter would
-    pay it for nothing (docs/measurements.md)."""
+    """Compiling children at most for a grading (`grading.Settings.precompile`; 0: no pass). By
+    default, on the GPU tier, a core each but one (the other gradings' timed phases keep theirs);
+    on the CPU tier none: measured on two cores, FlashAttention's solution graded in a third to a
+    half less time, but every smaller assignment paid for the recording child's start, and a
+    student's starter would pay it for nothing (docs/measurements.md). Assignments graded side
+    by side, and other gradings, ask as many: each child waits for a slot of the machine's
+    (compile_slots.py), so what a small pass leaves goes to a large one."""
     asked = settings.precompile
     if asked is None:
         asked = cores() - 1 if device == "cuda" else 0
-    return max(1, asked // max(1, settings.parallel)) if asked > 0 else 0
+    return max(0, asked)
 
 
 def predicts(device: str) -> bool:
@@ -115,6 +116,7 @@ class Precompile:
         self.job = dataclasses.replace(job, device="cpu", precompile=tier, tasks=[], compiles=[], libraries={},
                                        witness=False, gate_fd=-1)  # fmt: skip
         self.limit_s, self.workers = limit_s, max(1, workers)
+        self.deadline = time.monotonic() + limit_s  # the pass's, its wait for slots included
         self.summary = Summary()
         self._counting = threading.Lock()
 
@@ -162,10 +164,17 @@ class Precompile:
             thread.join()
 
     def _compile_share(self, share: list[Specialization]) -> None:
+        """One compiling child over `share`, once it holds one of the machine's slots."""
         tasks = [Task(task_id(spec.part, "compile", i), spec.part, "compile", i, 0, max_output_bytes=0)
                  for i, spec in enumerate(share)]  # fmt: skip
         try:
-            run = self._run(tasks, share, min(COMPILE_LIMIT_S, self.limit_s))
+            with compile_slots.slot(self.deadline - time.monotonic()) as held:
+                left = self.deadline - time.monotonic()
+                if not held or left <= 0:
+                    with self._counting:
+                        self.summary.missed.append(f"no compiling slot came free in time for {len(share)} kernels")
+                    return
+                run = self._run(tasks, share, min(COMPILE_LIMIT_S, left))
         except Exception as error:  # the grader's own fault (a child that could not start): only advice lost
             with self._counting:
                 self.summary.missed.append(f"a compiling child broke off: {type(error).__name__}: {error}")
@@ -182,18 +191,29 @@ class Precompile:
         return isolation.run_child(job, self.workdir, self.view, limit_s, compiled=self.compiled)
 
 
+SKIPPED = "foresaw nothing new: an earlier grading of these files compiled every kernel its pass foresaw"
+
+
 def ahead_of(grading) -> Summary | None:
     """The pass for a grading (grading.AssignmentGrading), where it has children (`children_for`), a
     part launches Triton kernels and it foresees the tier (`predicts`), run to its end: the
-    correctness child's job waits for it.
+    correctness child's job waits for it. Not where an earlier grading of the very same files on
+    this tier ended with its pass complete (compile_cache.foreseen): that grading's cache holds
+    every kernel it launched. `grading.foreseen` says whether the cache will hold them once
+    this grading has ended too.
     The wait moves the grading's deadline, and is its phase "precompile"."""
     workers = children_for(grading.settings, grading.device)
     launching = any(cases.launched_on(part, grading.device) for part in grading.assignment.parts)
     if not workers or not launching or not predicts(grading.device):
+        return None
+    if grading.kept is not None and compile_cache.foreseen(grading.kept, grading.device):
+        grading.foreseen = True
+        grading.phases.precompiled = SKIPPED
         return None
     summary = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
                          grading.compiled, grading.budget.left(), workers).run()  # fmt: skip
     grading.budget.deadline += summary.seconds
     grading.phases.add("precompile", summary.seconds)
     grading.phases.precompiled = summary.line()
+    grading.foreseen = summary.complete
     return summary

@@ -1,0 +1,71 @@
+"""The machine's compiling slots: at most a core each but one of precompiling children at once,
+whoever started them.
+
+A grading of every assignment grades them side by side, each in a process of its own
+(overlap.py), and each assignment's precompile pass (precompile.py) had its share of the cores:
+on an H200 with 16 cores, 15 // 6 = 2 compiling children each. FlashAttention's 266 kernels then
+compiled in 2 processes for 202 s, while gelu's and softmax's passes had ended after 18 s and
+left their cores idle (alone, in 15 processes, the same kernels took 40 s; docs/measurements.md,
+"Where a GPU grading's time goes"). So every pass may start as many children as its process has
+cores but one, and each child first takes one of the machine's slots: the cores a small pass
+leaves go to the large one, and two gradings at once (two terminals, a batch's workers) compile
+on the machine's cores, not on twice as many.
+
+A slot is a file locked with flock(2) in the folder of the GPU locks (gpu_lock.machine_folder),
+held by the grading process (never the child) for its child's life: the kernel makes the
+processes agree, and a grading that dies releases its slots. A slot not found in time is advice
+lost: that share of kernels is compiled where the graded child launches it, as without the pass.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from grader.running import gpu_lock
+
+POLL_S = 0.05  # between two looks for a free slot: a compiling child runs for seconds
+
+
+def cores() -> int:
+    """The cores this process may run on (a batch worker's share where it is pinned)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def machine_slots() -> int:
+    """The machine's compiling slots: a core each but one (one is left for the timed phases and
+    the gradings' own processes), and at least two (one child compiles no sooner than a graded
+    child would: precompile.py starts none then)."""
+    return max(2, cores() - 1)
+
+
+@contextmanager
+def slot(within_s: float, folder: Path | None = None, count: int | None = None) -> Iterator[bool]:
+    """Hold one of the machine's `count` slots (`machine_slots`) for the body; yields whether one
+    was found within `within_s` (the body runs either way, and decides)."""
+    folder = folder or gpu_lock.machine_folder()[0]
+    count = count or machine_slots()
+    folder.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + within_s
+    while True:
+        for number in random.sample(range(count), count):  # in no fixed order: waiters do not pile on slot 0
+            fd = gpu_lock.open_lock(folder / f"compile-slot-{number}")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            try:
+                yield True
+            finally:
+                os.close(fd)  # closing releases the slot
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_S)
+    yield False
