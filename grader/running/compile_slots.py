@@ -7,9 +7,10 @@ on an H200 with 16 cores, 15 // 6 = 2 compiling children each. FlashAttention's 
 compiled in 2 processes for 202 s, while gelu's and softmax's passes had ended after 18 s and
 left their cores idle (alone, in 15 processes, the same kernels took 40 s; docs/measurements.md,
 "Where a GPU grading's time goes"). So every pass may start as many children as its process has
-cores but one, and each child first takes one of the machine's slots: the cores a small pass
-leaves go to the large one, and two gradings at once (two terminals, a batch's workers) compile
-on the machine's cores, not on twice as many.
+cores but one: two of its own at once (precompile.OWN_CHILDREN: a small pass is done in seconds,
+and its timed phase goes on while a large one compiles), and each further child first takes one
+of the machine's slots. The cores a small pass leaves go to the large one, and two gradings at
+once (two terminals, a batch's workers) compile on the machine's cores, not on twice as many.
 
 A slot is a file locked with flock(2) in the folder of the GPU locks (gpu_lock.machine_folder),
 held by the grading process (never the child) for its child's life: the kernel makes the
@@ -39,9 +40,8 @@ def cores() -> int:
 
 def machine_slots() -> int:
     """The machine's compiling slots: a core each but one (one is left for the timed phases and
-    the gradings' own processes), and at least two (one child compiles no sooner than a graded
-    child would: precompile.py starts none then)."""
-    return max(2, cores() - 1)
+    the gradings' own processes), and at least one."""
+    return max(1, cores() - 1)
 
 
 @contextmanager

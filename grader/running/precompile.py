@@ -33,6 +33,7 @@ gets no children (`children_for`): the graded children compile them as before.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -51,6 +52,11 @@ RECORD_LIMIT_S = 120.0  # the recording child: an import and one call per shape,
 COMPILE_LIMIT_S = 300.0  # each compiling child
 MAX_SPECIALIZATIONS = 4096  # FlashAttention's solution launches 266 on the GPU tier
 MIN_SHARE = 3  # specializations a compiling child gets at least: its start costs a few compiles' time
+# A pass's children that start at once, without a slot of the machine's (compile_slots.py): a small
+# pass (gelu's 12 kernels) is done in seconds, and its timed phase goes on while a large one
+# (FlashAttention's 266) compiles in every slot; waiting behind the large pass's children for a
+# slot, it would time only after it.
+OWN_CHILDREN = 2
 TARGET_CAPABILITY = (9, 0)  # what the children compile for: child/target.py's TARGET (tests/test_precompile.py)
 
 
@@ -157,18 +163,20 @@ class Precompile:
         launched them), to `count` children at once."""
         shares = [specs[i::count] for i in range(count)]
         self.summary.children = count
-        threads = [threading.Thread(target=self._compile_share, args=(share,), daemon=True) for share in shares]
+        threads = [threading.Thread(target=self._compile_share, args=(share, i >= OWN_CHILDREN), daemon=True)
+                   for i, share in enumerate(shares)]  # fmt: skip
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
 
-    def _compile_share(self, share: list[Specialization]) -> None:
-        """One compiling child over `share`, once it holds one of the machine's slots."""
+    def _compile_share(self, share: list[Specialization], slotted: bool) -> None:
+        """One compiling child over `share`, once it holds one of the machine's slots where `slotted`."""
         tasks = [Task(task_id(spec.part, "compile", i), spec.part, "compile", i, 0, max_output_bytes=0)
                  for i, spec in enumerate(share)]  # fmt: skip
         try:
-            with compile_slots.slot(self.deadline - time.monotonic()) as held:
+            waits = compile_slots.slot(self.deadline - time.monotonic()) if slotted else contextlib.nullcontext(True)
+            with waits as held:
                 left = self.deadline - time.monotonic()
                 if not held or left <= 0:
                     with self._counting:
