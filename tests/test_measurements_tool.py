@@ -1,15 +1,18 @@
 """tools/measurements.py's reading of what a grading leaves: the phases table (issue 52's per-phase
-figures) from a real grading's results.json, with the precompile pass's note in it."""
+figures) from a real grading's results.json, with the precompile pass's note in it; and
+tools/class_grade.py's class, graded over several commands."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 from grader.assignment.loading import load_assignment
 from grader.assignment.spec import REPO_ROOT
 from grader.grading import Settings, grade_submission
 from grader.reporting.results_json import gradescope
+from grader.running.orphans import children
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import measurements  # noqa: E402
@@ -42,3 +45,27 @@ def test_a_real_gradings_phases_become_the_table(tmp_path):
     (tmp_path / "cold-vector_add.wall.json").write_text(json.dumps({"seconds": 85.81}))
     [row] = measurements.phases([f"alone={tmp_path / 'cold-vector_add.json'}"], driver="-")["rows"]
     assert row[:3] == ["alone", "85.8 s", "vector_add"]
+
+
+def test_a_class_stopped_at_its_limit_is_graded_on_in_the_next_command(tmp_path):
+    """tools/class_grade.py, rehearsed on the CPU tier: a command stopped at its limit before a grade
+    ends the batch and its workers (no process left) and keeps its span; the next grades the class,
+    and the summary sums both spans, counts every grade and becomes the table."""
+    tool = [sys.executable, str(REPO_ROOT / "tools" / "class_grade.py")]
+    rehearsal = ["--dir", str(tmp_path), "--students", "2", "--workers", "1", "--device", "cpu",
+                 "--assignment", "vector_add"]  # fmt: skip
+    before = children()
+    stopped = subprocess.run([*tool, "run", *rehearsal, "--limit", "0.5"], capture_output=True, text=True, timeout=300)
+    assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+    assert children() <= before, "the batch and its workers ended with the command"
+    done = subprocess.run([*tool, "run", *rehearsal, "--limit", "600"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "0 left" in done.stdout, done.stdout + done.stderr
+    summary = subprocess.run([*tool, "summary", "--dir", str(tmp_path), "--json", str(tmp_path / "class.json")],
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    figures = json.loads((tmp_path / "class.json").read_text())
+    spans = [json.loads(line) for line in (tmp_path / "spans.jsonl").read_text().splitlines()]
+    assert figures["calls"] == 2 and figures["students"] == figures["of"] == 2 and figures["grades"] == 2, figures
+    assert figures["wall_s"] == sum(span["seconds"] for span in spans)
+    assert summary.returncode == 1 and len(figures["lost"]) == 2, "on the CPU tier nothing is timed: points short"
+    record = measurements.class_grade(tmp_path / "class.json", tmp_path / "out" / "student00" / "results.json", "-")
+    assert record["rows"][0] == ["students graded", "2 of 2 (2 grades)"]

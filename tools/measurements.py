@@ -315,6 +315,23 @@ def phases(gradings: list[str], driver: str | None, note: str | None = None) -> 
             "rows": rows, **({"notes": note} if note else {})}  # fmt: skip
 
 
+def class_grade(figures_path: Path, results_path: Path, driver: str | None) -> dict:
+    """tools/class_grade.py's summary: a class of full submissions graded on one GPU."""
+    found, results = json.loads(figures_path.read_text()), json.loads(results_path.read_text())
+    rows = [["students graded", f"{found['students']} of {found['of']} ({found['grades']} grades)"],
+            ["workers sharing the GPU", found["workers"]],
+            ["wall time", f"{found['wall_s']:.1f} s (in {found['calls']} device commands)"],
+            ["timed phases, summed", f"{found['timed_s']:.1f} s"],
+            ["grades short of every point", len(found["lost"])]]  # fmt: skip
+    return {"name": "class-of-20-full", "order": 31, "title": "A class of full submissions on one GPU",
+            "about": "`tools/class_grade.py`: copies of `solutions/` (every assignment, each student's files a "
+                     "comment apart, so each compiles from cold) graded by `batch --device cuda --workers 6`, in "
+                     "as many device commands as it took; the wall time is their sum. Re-measure: "
+                     "`tools/gpu_session.sh class-20` until it says done, then `tools/measurements.py class-grade "
+                     "class.json class-grade/out/<student>/results.json`.",
+            "measured": provenance(results, driver), "columns": ["figure", "value"], "rows": rows}  # fmt: skip
+
+
 def _torch() -> str:
     import torch
 
@@ -427,7 +444,8 @@ def suite_record(row: list) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
-                                         "report-speed", "suite", "profile", "corpus", "steady-grade", "phases", "service-pages"))  # fmt: skip
+                                         "report-speed", "suite", "profile", "corpus", "steady-grade", "phases", "service-pages",
+                                         "class-grade"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
@@ -453,6 +471,7 @@ def main() -> int:
         "profile": lambda: nsight_profile(args.inputs[0], args.inputs[1], args.driver),
         "corpus": lambda: corpus(args.inputs[0], args.machine or "-", args.driver, args.gpu_torch or "-"),
         "steady-grade": lambda: steady_grade(args.inputs[0], args.inputs[1], args.driver, args.note),
+        "class-grade": lambda: class_grade(args.inputs[0], args.inputs[1], args.driver),
         "phases": lambda: phases([str(i) for i in args.inputs], args.driver, args.note),
         "service-pages": lambda: service_pages(args.inputs[0], args.condition or "idle", args.note),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
