@@ -4,7 +4,7 @@ whoever started them.
 A grading of every assignment grades them side by side, each in a process of its own
 (overlap.py), and each assignment's precompile pass (precompile.py) had its share of the cores:
 on an H200 with 16 cores, 15 // 6 = 2 compiling children each. FlashAttention's 266 kernels then
-compiled in 2 processes for 202 s, while gelu's and softmax's passes had ended after 18 s and
+compiled in 2 processes for 202 s, while the smaller assignments' passes had ended after 18 s and
 left their cores idle (alone, in 15 processes, the same kernels took 40 s; docs/measurements.md,
 "Where a GPU grading's time goes"). So every pass may start as many children as its process has
 cores but one: two of its own at once (precompile.OWN_CHILDREN: a small pass is done in seconds,

@@ -53,7 +53,7 @@ COMPILE_LIMIT_S = 300.0  # each compiling child
 MAX_SPECIALIZATIONS = 4096  # FlashAttention's solution launches 266 on the GPU tier
 MIN_SHARE = 3  # specializations a compiling child gets at least: its start costs a few compiles' time
 # A pass's children that start at once, without a slot of the machine's (compile_slots.py): a small
-# pass (gelu's 12 kernels) is done in seconds, and its timed phase goes on while a large one
+# pass (a GELU's 12 kernels) is done in seconds, and its timed phase goes on while a large one
 # (FlashAttention's 266) compiles in every slot; waiting behind the large pass's children for a
 # slot, it would time only after it.
 OWN_CHILDREN = 2
