@@ -15,7 +15,7 @@
 #   cold-NAME          grade solutions/ for assignment NAME with an empty cache of its own (XDG_CACHE_HOME), timed
 #   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve of
 #                      6 workers, the first 3 graded alone too; $OUT/service-load gets its figures, the table and
-#                      serve.log (the class and the gradebook stay in /tmp/service-load-work)
+#                      serve.log (the class and the gradebook stay in a work folder under /tmp)
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
 #                      are also in $OUT/steady.jsonl as it ends: a command stopped at its limit keeps them)
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"

@@ -47,7 +47,7 @@ from grader.service.client import call, pack  # noqa: E402
 from grader.service.tokens import token_for  # noqa: E402
 
 # The batch's measured class of 20 on one GPU graded 2.25x faster with 6 workers sharing it
-# (docs/measurements.md, "A class of 20 on one GPU"); on the CPU, serve's own default.
+# (docs/measurements.md, "A class of 20 on one GPU (gelu)"); on the CPU, serve's own default.
 WORKERS = {"cuda": 6, "cpu": 2}
 
 
