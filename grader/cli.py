@@ -133,10 +133,6 @@ def profile(args: argparse.Namespace, console: Console) -> int:
 def batch(args: argparse.Namespace, console: Console) -> int:
     if not args.submissions.is_dir():
         raise UsageError(f"{args.submissions}: no such directory")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: at least one worker is needed")
-    if args.workers is not None and args.scheduler:
-        raise UsageError("--workers sizes the embedded cluster; with --scheduler, the cluster's own workers grade")
     assignments = _assignments(args.assignment)
     try:  # Dask is imported here only: `grade` works without it
         from grader.course import batch as engine
@@ -149,11 +145,11 @@ def batch(args: argparse.Namespace, console: Console) -> int:
     if args.course is not None and not args.course.is_file():
         raise UsageError(f"--course {args.course}: no such file")
     students = frozenset(args.student) if args.student else None
-    options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
-                             args.workers, args.scheduler, args.regrade, students,
-                             args.course.resolve() if args.course else None, sandboxed=not args.no_sandbox,
-                             advisory=args.advisory)  # fmt: skip
     try:
+        options = engine.Options(args.submissions.resolve(), args.out.resolve(), assignments, args.device,
+                                 args.workers, args.scheduler, args.regrade, students,
+                                 args.course.resolve() if args.course else None, sandboxed=not args.no_sandbox,
+                                 advisory=args.advisory)  # fmt: skip
         return engine.run(options, console)
     except (IntakeError, engine.SetupError) as error:
         raise UsageError(str(error)) from None

@@ -45,7 +45,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--no-sandbox", action="store_true")
     args = parser.parse_args()
-    status = server.serve(args.course.resolve(), args.out.resolve(), "127.0.0.1", args.port, None, not args.no_sandbox,
-                          Console(), task=fake_grade)  # fmt: skip
+    status = server.serve(args.course.resolve(), args.out.resolve(), "127.0.0.1", args.port, None, None,
+                          not args.no_sandbox, Console(), task=fake_grade)  # fmt: skip
     sys.stdout.flush()
     os._exit(status)

@@ -108,10 +108,11 @@ def wait_for(check, what: str, stall_s: float = 600, progress=lambda: None):
 
 
 class Server:
-    """`python -m grader serve` (or `script`, which takes the same arguments) in a session of its own."""
+    """`python -m grader serve` (or `script`, which takes the same arguments) in a session of its own;
+    `options` are more of serve's (`--workers 3`)."""
 
-    def __init__(self, course: Path, out: Path, script: Path | None = None):
-        self.course, self.out, self.script = course, out, script
+    def __init__(self, course: Path, out: Path, script: Path | None = None, options: tuple[str, ...] = ()):
+        self.course, self.out, self.script, self.options = course, out, script, options
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -120,7 +121,7 @@ class Server:
     def start(self) -> Server:
         command = [str(self.script)] if self.script else ["-m", "grader"]
         argv = [sys.executable, *command, "serve", "--course", str(self.course), "--out", str(self.out),
-                "--port", str(self.port)]  # fmt: skip
+                "--port", str(self.port), *self.options]  # fmt: skip
         argv += ["--no-sandbox"] if sandbox.probe().startswith("none") else []
         with self.log.open("a") as log:
             self.process = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,

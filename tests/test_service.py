@@ -2,7 +2,8 @@
 grading on the CPU tier: the CLI's table is `make grade`'s, a browser signs in, uploads and finds its
 report, a student reads only their own submissions by any address, uploads go through the batch's
 intake, a form from another site is refused, the rate limit says when to retry, late days and
-hidden cases follow the course, and `override` and `batch` work on the service's gradebook."""
+hidden cases follow the course, `override` and `batch` work on the service's gradebook, and `--workers`
+sizes the service's cluster as it does the batch's."""
 
 from __future__ import annotations
 
@@ -303,3 +304,38 @@ def test_tokens_are_derived_from_the_secret_and_kept_nowhere(server):
     written = [p for p in server.out.parent.rglob("*") if p.is_file()]
     for name in STUDENTS + ["ta"]:
         assert not any(token(name).encode() in p.read_bytes() for p in written), f"{name}'s token was written down"
+
+
+def test_serve_workers_grade_submissions_side_by_side(tmp_path):
+    """`--workers 3`, one more than the CPU's default of two: two students' submissions go to two of
+    them at once, each graded by a worker process of its own."""
+    students = ["ivy", "jon"]
+    server = Server(write_course(tmp_path / "course", students), tmp_path / "out", options=("--workers", "3")).start()
+    try:
+        ids = {s: server.upload(token(s), solution_zip("vector_add", s), ["vector_add"])[2][0]["id"] for s in students}
+        for student, id in ids.items():
+            graded(server, student, [id])
+    finally:
+        server.stop()
+    assert "Grading on 3 local CPU worker(s)" in server.log.read_text()
+    with sqlite3.connect(server.out / "gradebook.sqlite") as db:
+        workers = {by for (by,) in db.execute("SELECT graded_by FROM submissions")}
+        scores = [score for (score,) in db.execute("SELECT score FROM grades")]
+    assert len(workers) == 2, f"both graded by one worker: {workers}"
+    assert scores == [4.0, 4.0]
+
+
+@pytest.mark.parametrize("options", [["--workers", "0"], ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"]])
+def test_serve_refuses_workers_as_batch_does(tmp_path, options):
+    """The batch's usage errors, word for word, before the service writes anything (a process each,
+    with a time limit: a service that took the options would serve until stopped)."""
+    course = write_course(tmp_path / "course", ["ivy"])
+    said = []
+    for argv in (["batch", "tests", "--out", str(tmp_path / "graded")],
+                 ["serve", "--course", str(course), "--out", str(tmp_path / "served"), "--port", "0"]):  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "grader", *argv, *options], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        said.append(done.stdout)
+    assert said[0] == said[1] and "--workers" in said[0]
+    assert not (tmp_path / "graded").exists() and not (tmp_path / "served").exists()

@@ -13,10 +13,12 @@
 #   steady-beside[-N]  tools/steady_grade.py beside: gelu + softmax graded again and again while flash_attention
 #                      grades from an empty cache (compilers at nice N: -0 shows what the default buys)
 #   cold-NAME          grade solutions/ for assignment NAME with an empty cache of its own (XDG_CACHE_HOME), timed
-#   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve
 #   class-N            tools/class_grade.py: a class of N full copies of solutions/ graded by batch, 6 workers on
 #                      the GPU, stopped after 500 s; again in the next call (the class and its gradebook stay under
 #                      class-grade/ while the machine is warm) until it says done; its summary as $OUT/class.json
+#   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve of
+#                      6 workers, the first 3 graded alone too; $OUT/service-load gets its figures, the table and
+#                      serve.log (the class and the gradebook stay in a work folder under /tmp)
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
 #                      are also in $OUT/steady.jsonl as it ends: a command stopped at its limit keeps them)
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
@@ -73,10 +75,10 @@ for step in "$@"; do
             $PY -c "import json, sys, time; print(json.dumps({'seconds': time.time() - float(sys.argv[1])}))" "$start" \
               > "$OUT/${step}.wall.json"
             echo "$step: $(cat "$OUT/${step}.wall.json") of wall time"; rm -rf "$cache" ;;
-    service-load) $PY tools/service_load.py --device cuda --assignment gelu --out "$OUT/service-load" 2>&1 |
-                    tee "$OUT/service-load.log" | tail -n 40 ;;
     class-*) $PY tools/class_grade.py run --students "${step#class-}" --workers 6 --limit 500 2>&1 | tee -a "$OUT/class.log"
              $PY tools/class_grade.py summary --json "$OUT/class.json" 2>&1 | tee -a "$OUT/class.log" ;;
+    service-load) $PY tools/service_load.py --device cuda --assignment gelu --workers 6 --alone 3 \
+                    --work /tmp/service-load-work --out "$OUT/service-load" 2>&1 | tee "$OUT/service-load.log" | tail -n 40 ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
   esac

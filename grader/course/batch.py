@@ -53,7 +53,7 @@ WORKER_WAIT_S = 120  # how long a joined scheduler may take to get its first wor
 
 class SetupError(ValueError):
     """The batch cannot start: no sandbox (and no --no-sandbox), a salt given in the environment or
-    an unreadable salt file, a scheduler that does not answer."""
+    an unreadable salt file, a scheduler that does not answer, --workers that size no cluster."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,13 @@ class Options:
     course: Path | None = None  # course.toml (`--course`)
     sandboxed: bool = True  # False: --no-sandbox, student code runs without bubblewrap
     advisory: bool = False  # --advisory: export a CPU-tier class to Canvas even so (advisory.py)
+
+    def __post_init__(self) -> None:
+        """`batch` and `serve` take --workers alike: refused here, before either touches --out."""
+        if self.workers is not None and self.workers < 1:
+            raise SetupError(f"--workers {self.workers}: at least one worker is needed")
+        if self.workers is not None and self.scheduler:
+            raise SetupError("--workers sizes the embedded cluster; with --scheduler, the cluster's own workers grade")
 
     def grades(self, student: str, assignment: str) -> bool:
         """Whether this batch grades the student's assignment (every other grade stays in the outputs, as stored)."""

@@ -26,6 +26,9 @@ def add_parsers(commands) -> None:
     serve.add_argument("--out", type=Path, required=True, help="the batch's output folder (its gradebook.sqlite)")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int,
+                       help="worker processes, one grading at a time each (default: one per GPU, or 2 on the CPU); "
+                            "more workers than GPUs share each GPU through its lock, as in `batch`")  # fmt: skip
     serve.add_argument("--scheduler", help="address of a running Dask scheduler to join (e.g. tcp://host:8786)")
     serve.add_argument("--no-sandbox", action="store_true", help="grade without bubblewrap, as `batch --no-sandbox`")
     submit = commands.add_parser("submit", help="submit a folder to the course's submission service")
@@ -79,7 +82,7 @@ def serve(args: argparse.Namespace, console: Console) -> int:
         return _error(console, f"--course {args.course}: no such file")
     try:
         return server.serve(args.course.resolve(), args.out.resolve(), args.host, args.port, args.scheduler,
-                            not args.no_sandbox, console)  # fmt: skip
+                            args.workers, not args.no_sandbox, console)  # fmt: skip
     except server.ServeError as error:
         return _error(console, error)
 

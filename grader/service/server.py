@@ -1,6 +1,7 @@
 """`python -m grader serve`: the service on uvicorn, grading on the batch's Dask engine.
 
-The cluster is the batch's (batch.Engine: one worker per GPU, or CPU workers, or `--scheduler`'s),
+The cluster is the batch's (batch.Engine: one worker per GPU, or CPU workers, or `--scheduler`'s;
+`--workers` as the batch's, several sharing a GPU through its lock and as many as its memory fits),
 started before the web server, with the batch's checks: no sandbox, no service (unless
 --no-sandbox); the salt from course.toml's salt_file (or GRADER_SALT_FILE), never the
 environment. The service needs the salt: tokens are derived from it. Rows left `grading` by a
@@ -27,12 +28,13 @@ class ServeError(ValueError):
     """The service cannot start (a usage error): the message says why."""
 
 
-def prepare(course_path: Path, out: Path, scheduler: str | None, sandboxed: bool, console: Console):
+def prepare(course_path: Path, out: Path, scheduler: str | None, workers: int | None, sandboxed: bool,
+            console: Console):  # fmt: skip
     """course.toml, its [service] rules and secret, and the options of the engine."""
     assignments = load_assignments(None)
-    options = batch.Options(out / ".service", out, assignments, "auto", None, scheduler, False, course=course_path,
-                            sandboxed=sandboxed)  # fmt: skip
     try:
+        options = batch.Options(out / ".service", out, assignments, "auto", workers, scheduler, False,
+                                course=course_path, sandboxed=sandboxed)  # fmt: skip
         course, secret = batch.course_and_salt(options, console)
         service_rules = rules.load(course)
     except (batch.SetupError, CourseError) as error:
@@ -43,11 +45,11 @@ def prepare(course_path: Path, out: Path, scheduler: str | None, sandboxed: bool
     return options, course, secret, service_rules
 
 
-def serve(course_path: Path, out: Path, host: str, port: int, scheduler: str | None, sandboxed: bool,
-          console: Console, task=grade_on_worker) -> int:  # fmt: skip
+def serve(course_path: Path, out: Path, host: str, port: int, scheduler: str | None, workers: int | None,
+          sandboxed: bool, console: Console, task=grade_on_worker) -> int:  # fmt: skip
     import uvicorn
 
-    options, course, secret, service_rules = prepare(course_path, out, scheduler, sandboxed, console)
+    options, course, secret, service_rules = prepare(course_path, out, scheduler, workers, sandboxed, console)
     out.mkdir(parents=True, exist_ok=True)
     queue.create(out / batch.GRADEBOOK)
     db = queue.connect(out / batch.GRADEBOOK)
