@@ -183,6 +183,7 @@ class AssignmentGrading:
         # (a child would say the same after a second of importing torch).
         missing = {part.name: failure("missing_file", missing_file_message(self.cwd / part.file) + self.links_note)
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
+        built = compile_cache.launchers(self.compiled)
         with self.gpu("correctness") as gate:
             gate = self.after_import(gate, timer)
             run = functools.partial(run_tasks, self.job, workdir=self.workdir, view=self.view, budget=self.budget,
@@ -190,6 +191,7 @@ class AssignmentGrading:
             # Hidden cases last, in a child of their own (hidden_runs.py).
             results = hidden_runs.visible_then_hidden(run, [t for t in tasks if t.part not in missing], self.assignment,
                                                       self.compiled, self.workdir, first)  # fmt: skip
+        self.phases.launchers["correctness"] = len(compile_cache.launchers(self.compiled) - built)
         results.update({t.id: missing[t.part] for t in tasks if t.part in missing})
         with self.judging():
             judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
@@ -230,9 +232,11 @@ class AssignmentGrading:
             return {}
         self.settings.progress(f"{self.assignment.name}: timing {', '.join(p.name for p in ready)} on {len(tasks)} shapes")
         parts = {part.name: part for part in ready}
+        built = compile_cache.launchers(self.compiled)
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
+        self.phases.launchers["timing"] = len(compile_cache.launchers(self.compiled) - built)
         with self.judging("timing judging", after_timing=True):
             own = self.own_kernels(self.built_kernels)
             return {task.id: scoring.with_kernels(scoring.timed(judging.judge_bench(self.assignment, parts[task.part],

@@ -308,3 +308,25 @@ def test_a_grading_that_changed_nothing_keeps_the_kept_files_and_one_that_did_ke
         compile_cache.keep(compiled, kept, restored)
         assert (kept / key / "k.cubin").read_text() == cubin, change
         assert (change == "added") == (kept / ("B" * 52) / "x.autotune.json").is_file(), change
+
+
+def test_the_launchers_a_phase_built_are_counted_and_shown(tmp_path):
+    """Triton's launchers (`<key>/<name>.so`, a gcc run each) are counted per phase from the grading's
+    cache, and the phases line says how many each phase built: a timed phase that builds them
+    spends its exclusive hold on gcc. Nothing else in the folder counts, nor a link posing as a key."""
+    from grader.running.tasks import Phases
+
+    for key in ("AAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBB"):
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "__triton_launcher.so").write_bytes(b"")
+        (tmp_path / key / "kernel.cubin").write_bytes(b"")
+    (tmp_path / "planted.so").write_bytes(b"")
+    (tmp_path / "elsewhere").symlink_to(tmp_path / "AAAAAAAAAAAAAAAAAAAA")
+    before = {"AAAAAAAAAAAAAAAAAAAA/__triton_launcher.so"}
+    assert compile_cache.launchers(tmp_path) - before == {"BBBBBBBBBBBBBBBBBBBB/__triton_launcher.so"}
+    assert compile_cache.launchers(tmp_path / "missing") == set()
+    phases = Phases(correctness=1.0, timing=2.0)
+    phases.launchers.update(correctness=0, timing=2)
+    assert phases.line().endswith("(launchers built: 2 in timing)"), phases.line()
+    phases.launchers["timing"] = 0
+    assert "launchers" not in phases.line()

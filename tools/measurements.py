@@ -299,19 +299,22 @@ def phases(gradings: list[str], driver: str | None, note: str | None = None) -> 
         wall = next((w for w in walls if w.exists()), None)
         seconds = f"{json.loads(wall.read_text())['seconds']:.1f} s" if wall else "-"
         for name, (figures, notes) in phases_of(results.get("extra_data", {}).get("phases", "")).items():
-            precompiled = next((n for n in notes.split("; ") if n.startswith(("precompiled", "foresaw"))), "-")
-            rows.append([label, seconds, name, *(f"{figures.get(p, 0.0):.1f} s" for p in PHASES), precompiled])
+            said = notes.split("; ")
+            precompiled = next((n for n in said if n.startswith(("precompiled", "foresaw"))), "-")
+            built = next((n.removeprefix("launchers built: ") for n in said if n.startswith("launchers built: ")), "-")
+            rows.append([label, seconds, name, *(f"{figures.get(p, 0.0):.1f} s" for p in PHASES), built, precompiled])
             seconds = ""
     return {"name": "grading-phases", "order": 22, "title": "Where a GPU grading's time goes, phase by phase",
             "about": "Each grading's phases per assignment, from its results.json (`phases`): the precompile pass "
                      "(grader/running/precompile.py: every kernel the grading will launch compiled in parallel "
                      "before its correctness child runs), the correctness child (compiling what the pass missed, "
-                     "autotuning, the cases), the timing child, and the wait for the GPU's lock. Wall time is the "
+                     "autotuning, the cases), the timing child, and the wait for the GPU's lock; the launchers "
+                     "Triton built (gcc) in each phase. Wall time is the "
                      "whole grading's. Re-measure: `tools/gpu_session.sh steady-alone-1 steady-alone-1-2 "
                      "cold-flash_attention`, then `tools/measurements.py phases cold=alone-1/results.json "
                      "warm=alone-2/results.json flash_attention-cold=cold-flash_attention.json`.",
             "measured": provenance(first or {}, driver),
-            "columns": ["grading", "wall time", "assignment", *PHASES, "precompile pass"],
+            "columns": ["grading", "wall time", "assignment", *PHASES, "launchers built", "precompile pass"],
             "rows": rows, **({"notes": note} if note else {})}  # fmt: skip
 
 

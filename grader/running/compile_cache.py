@@ -88,6 +88,17 @@ def is_warm(folder: Path) -> bool:
     return folder.is_dir() and any(folder.iterdir())
 
 
+def launchers(folder: Path) -> set[str]:
+    """The launchers Triton built in a grading's cache (`<key>/<name>.so`, gcc's, about a second
+    each on a GPU machine): counted between phases, to show where a phase's time went (never kept,
+    never trusted: a child writes this folder)."""
+    try:
+        return {f"{key.name}/{entry.name}" for key in os.scandir(folder) if key.is_dir(follow_symlinks=False)
+                for entry in os.scandir(key.path) if entry.name.endswith(".so")}  # fmt: skip
+    except OSError:
+        return set()
+
+
 def _foreseen_mark(folder: Path, tier: str) -> Path:
     return folder / f"foreseen-{tier}"  # no key's name: `restore` never copies it, no child sees it
 

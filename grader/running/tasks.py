@@ -59,7 +59,8 @@ class Phases(dict):
     `warm` says the grading found the kernels an earlier grading of the same files compiled;
     `precompile`, on the GPU tier, is the wait for the precompile pass (precompile.py), and
     `precompiled` what it did; `compiles`, on the CPU tier, the kernels compiled for the GPU, by
-    Triton's key, each with whether the cache held it already. Shown, never graded."""
+    Triton's key, each with whether the cache held it already; `launchers`, per phase, how many
+    launchers Triton built there (gcc, about a second each). Shown, never graded."""
 
     gpu_reserved_bytes: int = 0
     warm: bool = False
@@ -68,6 +69,7 @@ class Phases(dict):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.compiles: dict[str, bool] = {}
+        self.launchers: dict[str, int] = {}  # per phase, the launchers Triton built in it (compile_cache.launchers)
 
     def add(self, phase: str, seconds: float) -> None:
         self[phase] = self.get(phase, 0.0) + seconds
@@ -89,6 +91,9 @@ class Phases(dict):
         if self.compiles:
             found = sum(self.compiles.values())
             notes.append(f"{found} of {len(self.compiles)} kernels compiled for the GPU found in the cache")
+        if any(self.launchers.values()):
+            built = ", ".join(f"{count} in {phase}" for phase, count in self.launchers.items() if count)
+            notes.append(f"launchers built: {built}")
         if self.gpu_reserved_bytes:
             notes.append(f"GPU memory held by torch: at most {self.gpu_reserved_bytes / 2**30:.1f} GiB")
         return line + (f" ({'; '.join(notes)})" if notes else "")
