@@ -143,6 +143,7 @@ def _grading(out: Path) -> dict:
 def compare(folder: Path, kept: Path | None = None) -> tuple[dict, bool]:
     """The figures of every grading under `folder`, or of the lines a report folder kept."""
     if kept is not None:
+        kept = kept / "steady.jsonl" if kept.is_dir() else kept  # a report folder, or its lines
         gradings = [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
     else:
         gradings = [_grading(out) for out in sorted(folder.glob("*-*")) if (out / "results.json").exists()]
@@ -176,7 +177,7 @@ def main() -> int:
     parser.add_argument("--niceness", type=int, help="beside: the compilers' nice value (default: the grader's)")
     parser.add_argument("--json", type=Path, help="where compare writes its figures")
     parser.add_argument("--report", type=Path, help="a folder where each grading's figures are written as it ends")
-    parser.add_argument("--kept", type=Path, help="compare the lines of a report folder's steady.jsonl instead")
+    parser.add_argument("--kept", type=Path, help="compare the lines of a report folder's steady.jsonl (the folder or the file) instead")
     args = parser.parse_args()
     if args.what == "alone":
         alone(args.dir, args.runs, args.assignment, args.first, args.report)
