@@ -19,6 +19,8 @@
 #   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve of
 #                      6 workers, the first 3 graded alone too; $OUT/service-load gets its figures, the table and
 #                      serve.log (the class and the gradebook stay in a work folder under /tmp)
+#   keep-steady        every steady-grade/ grading's results.json and wall.json, as $OUT/steady-grade.tgz (for
+#                      `tools/measurements.py phases`: the device sends back 8 files at most)
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
 #                      are also in $OUT/steady.jsonl as it ends: a command stopped at its limit keeps them)
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
@@ -79,6 +81,7 @@ for step in "$@"; do
              $PY tools/class_grade.py summary --json "$OUT/class.json" 2>&1 | tee -a "$OUT/class.log" ;;
     service-load) $PY tools/service_load.py --device cuda --assignment gelu --workers 6 --alone 3 \
                     --work /tmp/service-load-work --out "$OUT/service-load" 2>&1 | tee "$OUT/service-load.log" | tail -n 40 ;;
+    keep-steady) tar czf "$OUT/steady-grade.tgz" steady-grade/*/results.json steady-grade/*/wall.json ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
   esac
