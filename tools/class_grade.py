@@ -63,6 +63,14 @@ def graded(out: Path, device: str = "cuda") -> dict[str, list[tuple]]:
     return found
 
 
+def _takes_ctrl_c() -> None:
+    """In the batch's process before it starts: SIGINT neither ignored (a shell's background job
+    starts so) nor blocked (a test runner's worker may run so), both inherited across exec: the
+    batch must take the Ctrl-C that `run` sends at its limit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def run(folder: Path, students: int, workers: int, limit_s: float, device: str, only: list[str]) -> int:
     names = build(folder, students)
     out = folder / "out"
@@ -72,7 +80,8 @@ def run(folder: Path, students: int, workers: int, limit_s: float, device: str, 
     command = [sys.executable, "-m", "grader", "batch", str(folder / "class"), "--out", str(out), "--device", device,
                "--workers", str(workers), *(flag for name in only for flag in ("--assignment", name))]  # fmt: skip
     with open(folder / "batch.log", "a") as log:
-        batch = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        batch = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=_takes_ctrl_c)  # fmt: skip
         try:
             batch.wait(limit_s)
         except subprocess.TimeoutExpired:
@@ -122,9 +131,6 @@ def main() -> int:
     parser.add_argument("--assignment", action="append", default=[], help="run: only these (a rehearsal)")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    # A shell's background job starts with SIGINT ignored, and its children inherit that: the batch
-    # started here must take the Ctrl-C that `run` sends at its limit (a handler is reset at exec).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.what == "run":
         return run(args.dir, args.students, args.workers, args.limit, args.device, args.assignment)
     figures, status = summary(args.dir)
