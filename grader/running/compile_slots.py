@@ -52,20 +52,22 @@ def slot(within_s: float, folder: Path | None = None, count: int | None = None) 
     count = count or machine_slots()
     folder.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + within_s
-    while True:
-        for number in random.sample(range(count), count):  # in no fixed order: waiters do not pile on slot 0
-            fd = gpu_lock.open_lock(folder / f"compile-slot-{number}")
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            try:
+    # Each slot's file opened once: a lock of flock(2) belongs to its open file, so this process's
+    # other descriptors of a slot never hold it, and closing the one that does releases it.
+    slots = [gpu_lock.open_lock(folder / f"compile-slot-{number}") for number in range(count)]
+    try:
+        while True:
+            for fd in random.sample(slots, count):  # in no fixed order: waiters do not pile on slot 0
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
                 yield True
-            finally:
-                os.close(fd)  # closing releases the slot
-            return
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(POLL_S)
-    yield False
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_S)
+        yield False
+    finally:
+        for fd in slots:
+            os.close(fd)
