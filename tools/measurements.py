@@ -335,6 +335,32 @@ def class_grade(figures_path: Path, results_path: Path, driver: str | None) -> d
             "measured": provenance(results, driver), "columns": ["figure", "value"], "rows": rows}  # fmt: skip
 
 
+def service_load(figures_path: Path, results_path: Path, driver: str | None, note: str | None) -> dict:
+    """tools/service_load.py's figures: a class submitting at once through a real `serve` on one GPU,
+    each student's wait and grading, and the grades of the first few graded alone as well."""
+    found, results = json.loads(figures_path.read_text()), json.loads(results_path.read_text())
+
+    def shown(value: float | None, unit: str = "") -> str:
+        return "-" if value is None else f"{value:.1f}{unit}" if unit else f"{value:g}"
+
+    rows = [[r["student"], r["state"], shown(r["wait_s"], " s"), shown(r["grading_s"], " s"), shown(r["points"]),
+             shown(r["full_points"]), shown(r["alone"])] for r in found["rows"]]  # fmt: skip
+    waits = [r["wait_s"] for r in found["rows"] if r["wait_s"] is not None]
+    summary = (f"{found['students']} students submitted {found['assignment']} at once to `serve --workers "
+               f"{found['workers']}`: {found['wall_s']:.1f} s from the first upload to the last grade; the longest "
+               f"wait in the queue {max(waits):.1f} s.") if waits else ""  # fmt: skip
+    return {"name": "service-load", "order": 41, "title": "A class through the submission service on one GPU",
+            "about": "`tools/service_load.py --device cuda`: every student uploads the solution of one assignment "
+                     "(each a comment apart, so each is graded from cold) to a real `serve` on the GPU node at "
+                     "once; wait is from upload to the start of its grading, grading to its grade; full is the "
+                     "points due to the solution; alone is the same folder graded by `grade` afterwards. "
+                     "Re-measure: `tools/gpu_session.sh service-load`, then `tools/measurements.py service-load "
+                     "service-load/service-load.json service-load/alone.json`.",
+            "measured": provenance(results, driver),
+            "columns": ["student", "state", "wait", "grading", "points", "full", "alone"],
+            "rows": rows, "notes": " ".join(filter(None, (summary, note)))}  # fmt: skip
+
+
 def _torch() -> str:
     import torch
 
@@ -448,7 +474,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
                                          "report-speed", "suite", "profile", "corpus", "steady-grade", "phases", "service-pages",
-                                         "class-grade"))  # fmt: skip
+                                         "class-grade", "service-load"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
@@ -458,7 +484,7 @@ def main() -> int:
     parser.add_argument("--machine", help="corpus: the GPU (and CPU) the verdicts were measured on")
     parser.add_argument("--gpu-torch", help="corpus: the GPU tier's torch (its verdict files carry no versions)")
     parser.add_argument("--commit", help="the commit measured, where it is not HEAD")
-    parser.add_argument("--note", help="steady-grade, phases, service-pages: what the table does not show (a run cut short, an earlier figure)")
+    parser.add_argument("--note", help="steady-grade, phases, service-pages, service-load: what the table does not show (a run cut short, an earlier figure)")
     parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
     args = parser.parse_args()
     if args.what == "check":
@@ -477,6 +503,7 @@ def main() -> int:
         "class-grade": lambda: class_grade(args.inputs[0], args.inputs[1], args.driver),
         "phases": lambda: phases([str(i) for i in args.inputs], args.driver, args.note),
         "service-pages": lambda: service_pages(args.inputs[0], args.condition or "idle", args.note),
+        "service-load": lambda: service_load(args.inputs[0], args.inputs[1], args.driver, args.note),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()

@@ -13,8 +13,9 @@ gradebook). Every grade must therefore be the solution's full points (each test 
 in full), and each grade alone the service's: exit 1 otherwise. A student not graded alone shows
 '-' in the table's `alone` column.
 
-`--out` receives three files: service-load.json (the rows and the wall time), service-load.txt
-(the table) and serve.log. Both figures files are written once the service has graded the class and
+`--out` receives four files: service-load.json (the rows and the wall time), service-load.txt
+(the table), serve.log and alone.json (the first student's results.json graded alone: the machine and
+its versions). Both figures files are written once the service has graded the class and
 again after each grading alone, so a run stopped at a time limit keeps what it measured. The bulk
 (the class's folders, the service's gradebook, the reports of the gradings alone, course.toml and,
 unless `--salt-file`, the salt file) goes under `--work` (default `<out>/work`). Needs `--device
@@ -218,6 +219,8 @@ def main() -> int:
     for student in students[:how_many_alone]:
         rows[student]["alone"] = alone(mine[student], args.assignment, args.device, work)
         save(out, figures)
+        if student == students[0]:  # its versions and GPU, for tools/measurements.py service-load
+            shutil.copyfile(work / "alone" / f"{student}.json", out / "alone.json")
     print(table(figures), end="")
     return 0 if as_expected(figures["rows"]) else 1
 
