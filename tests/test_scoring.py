@@ -49,6 +49,17 @@ def test_honest_timing_gives_ratio_bandwidth_and_roofline_share():
     assert judging.tampering(metrics) is None
 
 
+def test_the_warm_ups_seconds_are_shown_as_the_child_said_them_within_reason():
+    """The child's own account of its warm-up (where a first benchmark's time goes) is untrusted data:
+    shown bounded, finite and at most two figures; a child that sends none shows none."""
+    honest, hostile = _outcome(0.125, 0.150), _outcome(0.125, 0.150)
+    honest.warmup_s = [1.23456, 0.5]
+    hostile.warmup_s = [float("nan"), -3.0, 1e300, 7.0]
+    assert judging.speed_metrics(honest, TRAFFIC)["warmup_s"] == [1.235, 0.5]
+    assert judging.speed_metrics(hostile, TRAFFIC)["warmup_s"] == [0.0]
+    assert judging.speed_metrics(_outcome(0.125, 0.150), TRAFFIC)["warmup_s"] is None
+
+
 def test_a_time_under_the_memory_roofline_is_tampering():
     metrics = judging.speed_metrics(_outcome(0.01, 0.15), TRAFFIC)  # 40 TB/s: not physics
     assert "copy bandwidth" in judging.tampering(metrics)

@@ -82,6 +82,7 @@ class Measured:
     retaken: list[str] = field(default_factory=list)  # why each round was taken again (steadiness.retake_reasons)
     gate: Gate | None = None  # the stretch's gate, where one holds it (None: a busy wait in front of it)
     gated: bool = False  # the kept samples were timed behind the gate
+    warmup_s: list[float] = field(default_factory=list)  # the warm-up's host seconds: the student's calls, torch's
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -232,10 +233,11 @@ def settle(flush: torch.Tensor) -> None:
         _synchronize()
 
 
-_gates: list[Gate] = []  # this process's one gate, made at its first benchmark
+_gates: list[Gate] = []  # this process's one gate, made before its timed phase (prepare_gate) or at its first benchmark
 
 
-def _gate() -> Gate:
+def prepare_gate() -> Gate:
+    """This process's gate, made now: its kernel compiled and its launcher built before any benchmark."""
     if not _gates:
         _gates.append(Gate())
     return _gates[0]
@@ -261,17 +263,23 @@ def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: 
     with record_function(harness):
         warm = make_inputs(secrets.randbits(62))
         device = next(v for v in warm.values() if isinstance(v, torch.Tensor)).device
+    warmup = [0.0, 0.0]  # seconds, shown: where a timed phase's first benchmark spends its time
     for _ in range(2):  # warm-up: compile, autotune, allocate
+        began = _perf_counter()
         call(student, **warm)
+        _synchronize()
+        warmup[0] += _perf_counter() - began
+        began = _perf_counter()
         with record_function(harness):
             # Marked as the timed calls are: torch's autograd runs a backward's kernels on a thread of
             # its own, which the witness would otherwise find working outside every call.
             _plain(baseline, **warm)
-    _synchronize()
+        _synchronize()
+        warmup[1] += _perf_counter() - began
     with record_function(harness):
         del warm
         flush = l2_flush_buffer(device)
-        m = Measured(gate=_gate() if marks.current().recording else None)
+        m = Measured(gate=prepare_gate() if marks.current().recording else None, warmup_s=warmup)
     _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness)
     ratio = statistics.median(m.baseline.event_ms) / statistics.median(m.student.event_ms)
     if perf.is_borderline(ratio):

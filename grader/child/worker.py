@@ -292,7 +292,7 @@ class Worker:
                              measured.remeasured, measured.disturbed_retakes, measured.retaken, measured.gated,
                              kept_seed=measured.kept_seed,
                              copy_gbps=self.copy_gbps,
-                             device_name=torch.cuda.get_device_name())  # fmt: skip
+                             device_name=torch.cuda.get_device_name(), warmup_s=measured.warmup_s)  # fmt: skip
         kept = measured.kept
         if type(kept) is torch.Tensor:
             # A copy of the harness's own, on the GPU (a tenth of a millisecond): it is sent only

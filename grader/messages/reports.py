@@ -218,6 +218,7 @@ class BenchReport:
     shown: Timings | None = None  # the part's shown baseline (spec.Shown), when it has one and it ran
     shown_error: str = ""  # why it did not
     device_name: str = ""
+    warmup_s: list[float] = field(default_factory=list)  # the warm-up's seconds (the student's calls, torch's): shown
 
 
 @dataclass

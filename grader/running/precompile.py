@@ -69,6 +69,7 @@ class Summary:
     cached: int = 0  # of which it found in the cache already
     children: int = 0  # compiling children
     seconds: float = 0.0  # from the recording child's start to the last compiling child's end
+    recording_s: float = 0.0  # of which the recording child's (its start, the import, one call per shape)
     missed: list[str] = field(default_factory=list)  # shapes whose call raised, and what the pass lost
 
     @property
@@ -83,7 +84,7 @@ class Summary:
         if not self.children:
             return f"foresaw {self.recorded} kernels, too few to compile ahead"
         return (f"precompiled {self.compiled} of {self.recorded} kernels in {self.children} processes "
-                f"({self.cached} found compiled)")  # fmt: skip
+                f"({self.cached} found compiled, the recording {self.recording_s:.1f} s of it)")  # fmt: skip
 
 
 def children_for(settings, device: str) -> int:
@@ -130,6 +131,7 @@ class Precompile:
         started = time.monotonic()
         try:
             specs = self.record()
+            self.summary.recording_s = time.monotonic() - started
             count = min(self.workers, len(specs) // MIN_SHARE)
             if count >= 2:  # one child would compile them no sooner than the graded child does
                 self.compile(specs, count)
