@@ -255,15 +255,6 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         edges = {worker.call.__code__, submission.run_module.__code__, boundary.BOUNDARY}
         refusals, is_library = guard.install(root, sanctioned, edges, kept)
         del kept
-    if benchmarks and marks.current().recording:
-        from grader.child import timing
-
-        # The gate's kernel compiled (or loaded) and its launcher built (gcc, about a second on an
-        # H200) now, while the GPU is held shared, not at the first benchmark inside the timed
-        # phase's exclusive hold, where every timing child built it. After the guard's install:
-        # Triton loads every launcher as the same module name, and one loaded before would be the
-        # grader's, which no later load may make again (each student kernel's launcher was refused).
-        timing.prepare_gate()
     writer.send(Hello("ready"))
     if job.gate_fd >= 0:
         # Student code runs only once the parent holds the GPU for this phase.
