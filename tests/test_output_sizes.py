@@ -61,11 +61,11 @@ def test_a_file_that_is_not_what_the_grader_wrote_is_worked_out_again(kept):
     part, case = vector_add.parts[0], vector_add.parts[0].cases[2]
     right = output_sizes.output_bytes(vector_add, part, case)
     (path,) = kept.glob("vector_add-*.json")
-    for forged in ({output_sizes._name(part, case): -1}, {output_sizes._name(part, case): "1"}, ["x"]):
+    for forged in ({output_sizes.case_name(part, case): -1}, {output_sizes.case_name(part, case): "1"}, ["x"]):
         path.write_text(json.dumps(forged))
         output_sizes._known.clear()
         assert output_sizes.output_bytes(vector_add, part, case) == right
-    assert json.loads(path.read_text())[output_sizes._name(part, case)] == right, "the file was not written again"
+    assert json.loads(path.read_text())[output_sizes.case_name(part, case)] == right, "the file was not written again"
 
 
 def test_a_folder_that_cannot_be_made_costs_only_the_time_to_work_them_out(tmp_path, monkeypatch):

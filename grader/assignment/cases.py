@@ -112,10 +112,15 @@ def zeros_shaped_as(assignment: Assignment, part: Part, case: Case) -> dict[str,
 
 
 def _zeros(like: torch.Tensor) -> torch.Tensor:
-    extent = like.storage_offset() + sum((size - 1) * stride for size, stride in zip(like.shape, like.stride())) + 1
-    storage = torch.zeros(extent if like.numel() else 1, dtype=like.dtype)
-    made = storage.as_strided(like.shape, like.stride(), like.storage_offset())
-    return made.requires_grad_() if like.requires_grad else made
+    return zeros_laid_out(list(like.shape), list(like.stride()), like.storage_offset(), like.dtype, like.requires_grad)
+
+
+def zeros_laid_out(shape: list[int], stride: list[int], offset: int, dtype: torch.dtype, grad: bool) -> torch.Tensor:
+    """Zeros on the CPU with this shape, these strides and this storage offset."""
+    empty = any(size == 0 for size in shape)
+    extent = offset + sum((size - 1) * step for size, step in zip(shape, stride)) + 1
+    made = torch.zeros(1 if empty else extent, dtype=dtype).as_strided(shape, stride, offset)
+    return made.requires_grad_() if grad else made
 
 
 def launched_on(part: Part, device: str) -> list[Case]:

@@ -33,21 +33,26 @@ _known: dict[Path, dict[str, int]] = {}  # this process's, by file
 
 def output_bytes(assignment: Assignment, part: Part, case: Case) -> int:
     """What cases.output_bytes gives, from the kept sizes where they are."""
-    found = _sizes(assignment).get(_name(part, case))
+    found = _sizes(assignment).get(case_name(part, case))
     return found if found is not None else cases.output_bytes(assignment, part, case)
 
 
-def _name(part: Part, case: Case) -> str:
+def case_name(part: Part, case: Case) -> str:
     return f"{part.name} {case.dtype} {'x'.join(map(str, case.shape))} {case.layout}"
 
 
-def _file(assignment: Assignment) -> Path:
-    """One file per assignment files, grader and torch: a change to any starts another."""
+def depends_on(assignment: Assignment) -> str:
+    """What a case's kept figures depend on: the assignment's files, the grader and torch."""
     digest = hashlib.sha256(f"{grader.__version__}|{torch.__version__}".encode())
     for path in sorted([*assignment.directory.rglob("*.py"), *assignment.directory.rglob("*.toml"),
                         Path(cases.__file__)]):  # fmt: skip
         digest.update(str(path.name).encode() + hashlib.sha256(path.read_bytes()).digest())
-    return ROOT / f"{assignment.name}-{digest.hexdigest()[:32]}.json"
+    return digest.hexdigest()[:32]
+
+
+def _file(assignment: Assignment) -> Path:
+    """One file per assignment files, grader and torch: a change to any starts another."""
+    return ROOT / f"{assignment.name}-{depends_on(assignment)}.json"
 
 
 def _sizes(assignment: Assignment) -> dict[str, int]:
@@ -69,5 +74,5 @@ def _read(path: Path) -> dict[str, int] | None:
 
 
 def _work_out(assignment: Assignment) -> dict[str, int]:
-    return {_name(part, case): cases.output_bytes(assignment, part, case)
+    return {case_name(part, case): cases.output_bytes(assignment, part, case)
             for part in assignment.parts for case in (*part.cases, *part.benchmarks)}  # fmt: skip

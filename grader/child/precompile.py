@@ -21,6 +21,7 @@ import torch
 
 from grader.assignment import cases
 from grader.child import gpu_target
+from grader.messages.job import Input
 from grader.messages.reports import Precompiled, Recorded
 from grader.messages.specializations import Argument, Attribute, Attributes, Constant, Option, Specialization, written
 
@@ -34,14 +35,27 @@ def record(worker, task, call) -> Recorded:
     entry = worker.entry(part)  # an import that fails is the task's failure: nothing is recorded
     gpu_target.forget_launches()
     missed = []
-    for case in cases.launched_on(part, worker.job.precompile):
+    launched = cases.launched_on(part, worker.job.precompile)
+    given = worker.job.layouts.get(part.name, [])
+    for index, case in enumerate(launched):
         try:
+            # Laid out by the parent (assignment/input_layouts.py) where it could: working them out
+            # here would import torch's compiler modules, seconds of every pass.
+            inputs = laid_out(given[index]) if len(given) == len(launched) else None
             with torch.no_grad():
-                call(entry, **cases.zeros_shaped_as(worker.assignment, part, case))
+                call(entry, **(inputs or cases.zeros_shaped_as(worker.assignment, part, case)))
         except Exception as error:  # the student's: the launches it made before are kept
             missed.append(f"{case.label}: {type(error).__name__}: {error}"[:MAX_MISSED_TEXT])
     found = [as_data(launch, part.name) for launch in gpu_target.launched()]
     return Recorded([spec for spec in found if spec is not None], missed)
+
+
+def laid_out(inputs: list[Input]) -> dict[str, object]:
+    """A call's keyword arguments from their layouts: zeros on the CPU for each tensor, each plain
+    value as it was."""
+    return {given.name: cases.zeros_laid_out(given.shape, given.stride, given.offset, getattr(torch, given.dtype),
+                                             given.grad) if given.kind == "tensor" else value_of(given.kind, given.text)
+            for given in inputs}  # fmt: skip
 
 
 def as_data(launch, part: str) -> Specialization | None:

@@ -263,8 +263,7 @@ def speed_metrics(report: BenchReport, traffic: dict) -> dict:
         "copy_gbps": report.copy_gbps or None,
         "roofline_share": gbps / report.copy_gbps if report.copy_gbps else None,
         "device_name": report.device_name,
-        # The child's own account, shown and never graded: a number or two, each within reason, or none.
-        "warmup_s": [round(min(max(float(x), 0.0), 1e5), 3) for x in report.warmup_s[:2] if math.isfinite(x)] or None,
+        "warmup_s": [round(min(max(x, 0.0), 1e5), 3) for x in report.warmup_s[:2] if math.isfinite(x)] or None,  # shown
     }
 
 

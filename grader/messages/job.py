@@ -25,6 +25,22 @@ class Task:
     max_output_bytes: int = 1 << 20  # an output larger than this is described, not sent
 
 
+@dataclass(frozen=True)
+class Input:
+    """One keyword argument of a call, laid out without its data (assignment/input_layouts.py): a
+    tensor's shape, strides, storage offset, dtype and whether it requires grad, or a plain value
+    as specializations.written writes it (`kind` "tensor" for a tensor)."""
+
+    name: str
+    kind: str
+    text: str = ""
+    shape: list[int] = field(default_factory=list)
+    stride: list[int] = field(default_factory=list)
+    offset: int = 0
+    dtype: str = ""  # torch's name of it: "float32", "int64"
+    grad: bool = False
+
+
 @dataclass
 class Job:
     assignment_dir: str
@@ -47,3 +63,6 @@ class Job:
     # running on the CPU whatever that tier; "" for a child that grades.
     precompile: str = ""
     compiles: list[Specialization] = field(default_factory=list)
+    # A recording child's shapes (running/precompile.py): per part, the inputs of each call it makes, in
+    # cases.launched_on's order, so that it need not run the inputs' code on torch's meta device.
+    layouts: dict[str, list[list[Input]]] = field(default_factory=dict)

@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.assignment import cases
+from grader.assignment import cases, input_layouts
 from grader.assignment.spec import Assignment
 from grader.messages.job import Job, Task, task_id
 from grader.messages.reports import Precompiled, Recorded
@@ -144,6 +144,10 @@ class Precompile:
     def record(self) -> list[Specialization]:
         parts = [part for part in self.assignment.parts if cases.launched_on(part, self.tier)]
         tasks = [Task(task_id(part.name, "record", 0), part.name, "record", 0, 0, max_output_bytes=0) for part in parts]
+        try:  # the inputs' layouts, so that the child need not work them out (input_layouts.py)
+            self.job = dataclasses.replace(self.job, layouts=input_layouts.layouts(self.assignment, self.tier))
+        except Exception:  # the course's input code failed on the meta device: the child says so for itself
+            pass
         run = self._run(tasks, [], min(RECORD_LIMIT_S, self.limit_s))
         found: dict[tuple, Specialization] = {}
         for task in tasks:
