@@ -1,6 +1,7 @@
 """tools/service_load.py rehearsed on the CPU tier, as the GPU session runs it on a GPU: two students
-through a real `serve`, the first graded alone too. --out receives the figures and that grading's results.json alone (the
-device hands back few files), and they make the measurements table, the class and the service's gradebook stay under --work."""
+through a real `serve`, the first graded alone too. --out receives the figures and that grading's
+results.json alone (the device hands back few files), from which tools/measurements.py makes the
+table; the class and the service's gradebook stay under --work."""
 
 from __future__ import annotations
 
@@ -45,5 +46,6 @@ def test_two_students_graded_in_full_and_the_first_alone_as_the_service_graded_t
     record = measurements.service_load(out / "service-load.json", out / "alone.json", "-", None)
     assert record["measured"]["torch"] == alone["extra_data"]["torch_version"]
     assert [row[0] for row in record["rows"]] == [r["student"] for r in figures["rows"]]
-    assert {row[0]: row[-1] for row in record["rows"]} == {"student00": f"{rows['student00']['alone']:g}", "student01": "-"}
+    alone_column = {row[0]: row[-1] for row in record["rows"]}
+    assert alone_column == {"student00": f"{rows['student00']['alone']:g}", "student01": "-"}
     assert "2 students submitted vector_add" in record["notes"]
