@@ -13,7 +13,7 @@ import functools
 import shutil
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -95,7 +95,8 @@ class AssignmentGrading:
                 self.kept = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
                                                      assignment.name, self.cwd)  # fmt: skip
                 self.phases.warm = compile_cache.is_warm(self.kept)
-                self.restored = compile_cache.restore(self.kept, self.compiled)
+                with self.phases.timed("caches"):
+                    self.restored = compile_cache.restore(self.kept, self.compiled)
             except OSError:
                 self.kept = None  # an unwritable cache folder: this grading compiles in its own folder, as without one
 
@@ -120,7 +121,8 @@ class AssignmentGrading:
                     child.discard()  # where it got no job, or the grading broke off
         if self.kept is not None:
             try:
-                compile_cache.keep(self.compiled, self.kept, self.restored)  # every child has ended: none writes it now
+                with self.phases.timed("caches"):
+                    compile_cache.keep(self.compiled, self.kept, self.restored)  # every child has ended: none writes it now
                 if self.foreseen:
                     compile_cache.mark_foreseen(self.kept, self.device)
             except OSError:
@@ -176,7 +178,8 @@ class AssignmentGrading:
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
-        tasks = [task for part in self.assignment.parts if not self.unbuilt(part, builds) for task in self.case_tasks(part)]
+        with self.phases.timed("sizing"):  # each case's output size (output_sizes.py)
+            tasks = [t for part in self.assignment.parts if not self.unbuilt(part, builds) for t in self.case_tasks(part)]
         tasks = self.settings.arrange(tasks) if self.settings.arrange else tasks
         self.settings.progress(f"{self.assignment.name}: {len(tasks)} correctness cases")
         # A part whose file is not in the submission is missing_file without a child of its own
@@ -257,13 +260,11 @@ class AssignmentGrading:
         sending. Letting the whole queue go first, a worker whose student was judged while others
         queued went on only once the queue was empty: the students came in waves, with no one
         ready to time in between."""
-        lock = _gpu_lock(self)
-        if lock is None:
-            yield
-            return
-        name = f"{self.assignment.name} {label}"
-        with lock.shared(name, defer=False) if after_timing else lock.beside(name) as waited:
-            self.phases.add("waiting", waited)
+        lock, name = _gpu_lock(self), f"{self.assignment.name} {label}"
+        hold = nullcontext() if lock is None else lock.shared(name, defer=False) if after_timing else lock.beside(name)
+        with hold as waited, self.phases.timed("judging"):
+            if lock is not None:
+                self.phases.add("waiting", waited)
             yield
 
     @contextmanager

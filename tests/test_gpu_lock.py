@@ -390,7 +390,8 @@ def test_judging_waits_for_another_students_timing_and_holds_the_lock_shared(tmp
     for event in (timing_go, shared_go):
         event.set()
     blocker.join(5)
-    cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", phases=Phases())
+    cpu = SimpleNamespace(settings=SimpleNamespace(gpu_lock=lock), device="cpu", phases=Phases(),
+                          assignment=SimpleNamespace(name="softmax"))
     with AssignmentGrading.judging(cpu):
         assert "waiting" not in cpu.phases, "the CPU tier judges on the CPU: nothing to wait for"
 

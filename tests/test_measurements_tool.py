@@ -39,6 +39,10 @@ def test_a_real_gradings_phases_become_the_table(tmp_path):
     [row] = record["rows"]
     assert row[:3] == ["cold", "12.3 s", "vector_add"] and len(row) == len(record["columns"])
     assert float(row[4].removesuffix(" s")) > 0  # its correctness child ran
+    (figures, _), = measurements.phases_of(grade.environment["phases"]).values()
+    assert {"judging", "sizing"} <= set(figures), "the grading process's own work is in its phases line"
+    assert [row[record["columns"].index(p)] for p in ("judging", "sizing")] == \
+        [f"{figures['judging']:.1f} s", f"{figures['sizing']:.1f} s"], "and in the table"
     assert row[-1].startswith(("foresaw", "precompiled")), row  # the pass ran, and said what it did
     # gpu_session.sh's cold-NAME step leaves NAME's results beside its own wall file
     (tmp_path / "cold-vector_add.json").write_text((tmp_path / "results.json").read_text())

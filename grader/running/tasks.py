@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from grader.judging.verdicts import TaskResult
@@ -55,7 +56,9 @@ class Phases(dict):
     harness's imports), `build` (nvcc), `correctness` and `timing` (the children's time after
     their start: importing the student's file, compiling, autotuning and running); on a GPU shared
     with other workers also `waiting`, for the GPU's lock (not counted against the time limit).
-    On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child;
+    This process's own: `sizing` (each case's output size, where no process kept them: the first
+    use of torch's meta device imports its compiler modules), `judging` (the verdicts, float64
+    references included) and `caches` (the kept compilers' cache restored and kept). On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child;
     `warm` says the grading found the kernels an earlier grading of the same files compiled;
     `precompile`, on the GPU tier, is the wait for the precompile pass (precompile.py), and
     `precompiled` what it did; `compiles`, on the CPU tier, the kernels compiled for the GPU, by
@@ -73,6 +76,15 @@ class Phases(dict):
 
     def add(self, phase: str, seconds: float) -> None:
         self[phase] = self.get(phase, 0.0) + seconds
+
+    @contextmanager
+    def timed(self, phase: str):
+        """The block's seconds, added to `phase`."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(phase, time.monotonic() - began)
 
     def add_child(self, phase: str, run: child_run.ChildRun) -> None:
         start = run.ready_s if run.ready_s is not None else run.seconds - run.gated_s
