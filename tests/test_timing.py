@@ -50,7 +50,7 @@ def _scripted(monkeypatch, rounds: list[list[float]], student_rounds: list[list[
     monkeypatch.setattr(timing, "_synchronize", lambda: None)
     monkeypatch.setattr(timing, "l2_flush_buffer", lambda device: torch.zeros(4))
     monkeypatch.setattr(timing, "settle", lambda flush: settled.append(flush))
-    monkeypatch.setattr(timing, "prepare_gate", lambda: gate)
+    monkeypatch.setattr(timing, "_gate", lambda: gate)
     witnessed = type("Witnessed", (timing.marks.NoMarks,), {"recording": gate is not None})()
     monkeypatch.setattr(timing.marks, "current", lambda: witnessed)
     return settled

@@ -115,11 +115,16 @@ def _zeros(like: torch.Tensor) -> torch.Tensor:
     return zeros_laid_out(list(like.shape), list(like.stride()), like.storage_offset(), like.dtype, like.requires_grad)
 
 
+def storage_extent(shape: list[int], stride: list[int], offset: int) -> int:
+    """The elements of storage a tensor of this layout reaches (1 for an empty one)."""
+    if any(size == 0 for size in shape):
+        return 1
+    return offset + sum((size - 1) * step for size, step in zip(shape, stride)) + 1
+
+
 def zeros_laid_out(shape: list[int], stride: list[int], offset: int, dtype: torch.dtype, grad: bool) -> torch.Tensor:
     """Zeros on the CPU with this shape, these strides and this storage offset."""
-    empty = any(size == 0 for size in shape)
-    extent = offset + sum((size - 1) * step for size, step in zip(shape, stride)) + 1
-    made = torch.zeros(1 if empty else extent, dtype=dtype).as_strided(shape, stride, offset)
+    made = torch.zeros(storage_extent(shape, stride, offset), dtype=dtype).as_strided(shape, stride, offset)
     return made.requires_grad_() if grad else made
 
 

@@ -89,7 +89,7 @@ def _well_formed(given: Input) -> bool:
     dims = (given.shape, given.stride)
     if not all(isinstance(d, list) and len(d) <= MAX_DIMS and all(type(n) is int and n >= 0 for n in d) for d in dims):
         return False
-    extent = given.offset + sum((size - 1) * stride for size, stride in zip(given.shape, given.stride)) + 1
     return (len(given.shape) == len(given.stride) and type(given.offset) is int and 0 <= given.offset
-            and extent <= MAX_EXTENT and isinstance(getattr(torch, str(given.dtype), None), torch.dtype)
+            and cases.storage_extent(given.shape, given.stride, given.offset) <= MAX_EXTENT
+            and isinstance(getattr(torch, str(given.dtype), None), torch.dtype)
             and type(given.grad) is bool)  # fmt: skip

@@ -37,13 +37,17 @@ def record(worker, task, call) -> Recorded:
     missed = []
     launched = cases.launched_on(part, worker.job.precompile)
     given = worker.job.layouts.get(part.name, [])
+    # Laid out by the parent (assignment/input_layouts.py) where it could: working them out here
+    # would import torch's compiler modules, seconds of every pass.
+    laid_out_by_parent = len(given) == len(launched)
     for index, case in enumerate(launched):
         try:
-            # Laid out by the parent (assignment/input_layouts.py) where it could: working them out
-            # here would import torch's compiler modules, seconds of every pass.
-            inputs = laid_out(given[index]) if len(given) == len(launched) else None
+            if laid_out_by_parent:
+                inputs = laid_out(given[index])
+            else:
+                inputs = cases.zeros_shaped_as(worker.assignment, part, case)
             with torch.no_grad():
-                call(entry, **(inputs or cases.zeros_shaped_as(worker.assignment, part, case)))
+                call(entry, **inputs)
         except Exception as error:  # the student's: the launches it made before are kept
             missed.append(f"{case.label}: {type(error).__name__}: {error}"[:MAX_MISSED_TEXT])
     found = [as_data(launch, part.name) for launch in gpu_target.launched()]

@@ -234,16 +234,13 @@ def settle(flush: torch.Tensor) -> None:
 
 
 # This process's one gate, made at its first benchmark, inside the exclusive hold (about 0.4 s of it
-# on an H200, its launcher's gcc mostly). Not made in the child's start: there it ran before the
-# guard's install, and Triton loads every launcher under one module name, so the guard took the
-# gate's for the grader's and refused each student kernel's launcher as making it again (measured:
-# every Triton benchmark crashed). After the install, before the child says it is ready, is the
-# place to try, on a GPU.
+# on an H200, its launcher's gcc mostly). Not before the guard's install: Triton loads every launcher
+# under one module name, and the guard would take the gate's for the grader's and refuse each student
+# kernel's launcher as making it again.
 _gates: list[Gate] = []
 
 
-def prepare_gate() -> Gate:
-    """This process's gate: its kernel compiled and its launcher built at the first call."""
+def _gate() -> Gate:
     if not _gates:
         _gates.append(Gate())
     return _gates[0]
@@ -285,7 +282,7 @@ def measure(call: Callable, student: Callable, baseline: Callable, make_inputs: 
     with record_function(harness):
         del warm
         flush = l2_flush_buffer(device)
-        m = Measured(gate=prepare_gate() if marks.current().recording else None, warmup_s=warmup)
+        m = Measured(gate=_gate() if marks.current().recording else None, warmup_s=warmup)
     _steady_round(m, call, student, baseline, make_inputs, perf, tolerance, flush, harness)
     ratio = statistics.median(m.baseline.event_ms) / statistics.median(m.student.event_ms)
     if perf.is_borderline(ratio):

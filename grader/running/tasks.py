@@ -58,7 +58,8 @@ class Phases(dict):
     with other workers also `waiting`, for the GPU's lock (not counted against the time limit).
     This process's own: `sizing` (each case's output size, where no process kept them: the first
     use of torch's meta device imports its compiler modules), `judging` (the verdicts, float64
-    references included) and `caches` (the kept compilers' cache restored and kept). On a GPU, `gpu_reserved_bytes` is the most memory torch's allocator held in any child;
+    references included) and `caches` (the kept compilers' cache restored and kept). On a GPU,
+    `gpu_reserved_bytes` is the most memory torch's allocator held in any child;
     `warm` says the grading found the kernels an earlier grading of the same files compiled;
     `precompile`, on the GPU tier, is the wait for the precompile pass (precompile.py), and
     `precompiled` what it did; `compiles`, on the CPU tier, the kernels compiled for the GPU, by
