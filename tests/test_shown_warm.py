@@ -1,5 +1,5 @@
 """A timing child compiles each shown torch.compile baseline before its timed phase (child/main.py
-`_warm_compiled_baselines`), so that the compile inside the phase, afresh per benchmark, finds
+`_warm_baselines`), so that the compile inside the phase, afresh per benchmark, finds
 inductor's graph in the grading's compiler cache instead of making it while the GPU is held alone.
 Checked on the CPU, where inductor compiles too: the same cache, the same counters."""
 
@@ -35,7 +35,7 @@ job = SimpleNamespace(device="cuda", assignment_dir=folder, tasks=[task])
 loaded, shown = main._compiled_baselines(job, main._benchmarks(job))
 assert shown == [task] and [p.name for p in loaded.parts] == [p.name for p in assignment.parts]
 if warm:
-    main._warm_compiled_baselines(loaded, [task], device="cpu")
+    main._warm_baselines(loaded, [task], shown, device="cpu")
 counters.clear()
 inputs = cases.make_inputs(assignment, part, part.benchmarks[index], 8, "cpu")
 with torch.no_grad():

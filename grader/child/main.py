@@ -79,16 +79,22 @@ def _compiled_baselines(job, benchmarks: list) -> tuple[object, list]:
     return assignment, [task for task in benchmarks if parts[task.part].shown and parts[task.part].shown.compiled]
 
 
-def _warm_compiled_baselines(assignment, benchmarks: list, device: str = "cuda") -> None:
-    """Compile each shown baseline once per benchmark shape, before any student code runs and
-    before the timing holds the GPU alone. timing.shown_baseline compiles afresh for each
-    benchmark (torch._dynamo.reset), inside the timed phase: torch.compile's work then finds
-    inductor's graphs and kernels in this grading's compiler cache (TORCHINDUCTOR_CACHE_DIR)
-    instead of making them while other students wait for the GPU. The shown figure is never
-    graded: a compile that fails here fails again there, and is reported there."""
+def _warm_baselines(assignment, benchmarks: list, compiled: list, device: str = "cuda") -> None:
+    """torch's reference of each benchmark called once on its shape, and each shown baseline
+    compiled, before any student code runs and before the timing holds the GPU alone.
+
+    A reference's first call in a process loads its CUDA kernels (lazily, module by module) and
+    starts what its library needs: the first backward of torch's attention took 2.0-3.2 s of a
+    timed phase's warm-up on an H200, where its later ones take milliseconds. And
+    timing.shown_baseline compiles afresh for each benchmark (torch._dynamo.reset), inside the
+    timed phase: torch.compile's work then finds inductor's graphs and kernels in this grading's
+    compiler cache (TORCHINDUCTOR_CACHE_DIR) instead of making them while other students wait
+    for the GPU. The timed phase warms both up again as before; neither call here is judged: one
+    that fails here fails again there, and is reported there."""
     import torch
 
     from grader.assignment import cases
+    from grader.child import marks
 
     parts = {part.name: part for part in assignment.parts}
     for task in benchmarks:
@@ -96,12 +102,18 @@ def _warm_compiled_baselines(assignment, benchmarks: list, device: str = "cuda")
         try:
             inputs = cases.make_inputs(assignment, part, part.benchmarks[task.index], task.seed, device)
             with torch.no_grad():
-                torch._dynamo.reset()
-                torch.compile(cases.function(assignment, part.shown.function), dynamic=False)(**inputs)
+                # Marked as the timed phase marks torch's calls: a backward's kernels start on
+                # autograd's own thread, which the witness would otherwise find working outside every call.
+                with marks.current().window("baseline"):
+                    cases.function(assignment, part.baseline)(**inputs)
+                if task in compiled:
+                    torch._dynamo.reset()
+                    torch.compile(cases.function(assignment, part.shown.function), dynamic=False)(**inputs)
         except Exception:
             pass
         inputs = None
-    torch._dynamo.reset()
+    if compiled:
+        torch._dynamo.reset()
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -215,8 +227,8 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     # torch's compiler cache folder (isolation.child_environment) exists on both tiers before any
     # student code runs, whether or not torch._dynamo is imported.
     os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
-    if compiled_baselines:
-        _warm_compiled_baselines(assignment, compiled_baselines)
+    if benchmarks:
+        _warm_baselines(assignment, benchmarks, compiled_baselines)
     del assignment  # the worker reads its own, after the snapshot of the harness's objects
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -255,6 +267,10 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         edges = {worker.call.__code__, submission.run_module.__code__, boundary.BOUNDARY}
         refusals, is_library = guard.install(root, sanctioned, edges, kept)
         del kept
+    if benchmarks:
+        from grader.child import timing
+
+        timing.gate_ahead()  # its compile and launcher before the exclusive hold, not inside it
     writer.send(Hello("ready"))
     if job.gate_fd >= 0:
         # Student code runs only once the parent holds the GPU for this phase.
