@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import compile_cache, hidden_runs, isolation, overlap, precompile, sandbox, submission_files
+from grader.running import compile_cache, hidden_runs, isolation, launchers, overlap, precompile, sandbox, submission_files
 from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
@@ -90,6 +90,7 @@ class AssignmentGrading:
         self.kept: Path | None = None
         self.restored: dict = {}  # what the grading's cache started from (compile_cache.restore)
         self.foreseen = False  # whether its cache will hold every kernel its pass foresaw (precompile.ahead_of)
+        self.launcher_keys: set[str] = set()  # the keys of the launchers built for it ahead (launchers.py)
         if settings.cache is not None:
             try:
                 self.kept = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
@@ -97,6 +98,9 @@ class AssignmentGrading:
                 self.phases.warm = compile_cache.is_warm(self.kept)
                 with self.phases.timed("caches"):
                     self.restored = compile_cache.restore(self.kept, self.compiled)
+                    if self.device == "cuda":  # the launchers an earlier grading of these files used
+                        self.launcher_keys = launchers.remembered(self.kept)
+                        launchers.place(self.launcher_keys, self.compiled)
             except OSError:
                 self.kept = None  # an unwritable cache folder: this grading compiles in its own folder, as without one
 
@@ -125,6 +129,7 @@ class AssignmentGrading:
                     compile_cache.keep(self.compiled, self.kept, self.restored)  # every child has ended: none writes it now
                 if self.foreseen:
                     compile_cache.mark_foreseen(self.kept, self.device)
+                launchers.remember(self.kept, self.launcher_keys)
             except OSError:
                 pass  # kept or not, the grade stands: a later grading compiles again
         return tests

@@ -11,8 +11,10 @@ kernel runs (an autotuner times its configs). Usage:
 
     TRITON_CACHE_DIR=folder python tests/real_jit.py ASSIGNMENT SUBMISSION [--gpu]
 
-prints one JSON line: each compiled kernel's key (CompiledKernel.hash, in launch order), and how
-many compiles found Triton's cache holding them already (Triton's own compilation listener says).
+prints one JSON line: each compiled kernel's key (CompiledKernel.hash, in launch order), how
+many compiles found Triton's cache holding them already (Triton's own compilation listener says),
+and the key under which Triton's own launcher class would look for each kernel's launcher in the
+cache (`launchers`: its `compile_module_from_src` caught before it builds anything).
 """
 
 from __future__ import annotations
@@ -49,6 +51,34 @@ def stand_in_for_the_gpu() -> None:
     JITFunction.run = lambda self, *args, grid, warmup, **kwargs: run(self, *args, grid=grid, warmup=True, **kwargs)
 
 
+def launcher_keys() -> list[str]:
+    """Each compiled kernel's launcher key, in launch order, as Triton's CudaLauncher asks its
+    cache for it (the source it generated, hashed with the platform as Triton's build does)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from triton.backends.nvidia import driver as nvidia
+    from triton.runtime.build import platform_key
+
+    keys: list[str] = []
+
+    def caught(src, name, **ignored):
+        keys.append(hashlib.sha256((src + platform_key()).encode("utf-8")).hexdigest())
+        return SimpleNamespace(launch=None)
+
+    nvidia.compile_module_from_src = caught
+    nvidia.library_dirs = lambda: []  # libcuda's folder: none on a machine without a GPU
+    run = JITFunction.run
+
+    def launching(self, *args, **kwargs):
+        kernel = run(self, *args, **kwargs)
+        nvidia.CudaLauncher(kernel.src, kernel.metadata)
+        return kernel
+
+    JITFunction.run = launching
+    return keys
+
+
 def main(assignment_name: str, submission: Path, gpu: bool = False) -> dict:
     assert not knobs.runtime.interpret, "run without TRITON_INTERPRET: this stands for the GPU tier's child"
     if not gpu:
@@ -67,6 +97,7 @@ def main(assignment_name: str, submission: Path, gpu: bool = False) -> dict:
         return kernel
 
     JITFunction.run = noting
+    found["launchers"] = [] if gpu else launcher_keys()
     (assignment,) = load_assignments([assignment_name])
     for part in assignment.parts:
         shapes = cases.launched_on(part, "cuda")

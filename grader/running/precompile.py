@@ -45,7 +45,7 @@ from grader.assignment.spec import Assignment
 from grader.messages.job import Job, Task, task_id
 from grader.messages.reports import Precompiled, Recorded
 from grader.messages.specializations import Specialization, identity, well_formed
-from grader.running import compile_cache, compile_slots, isolation, sandbox
+from grader.running import compile_cache, compile_slots, isolation, launchers, sandbox
 from grader.running.compile_slots import cores
 
 RECORD_LIMIT_S = 120.0  # the recording child: an import and one call per shape, none of them run
@@ -70,6 +70,7 @@ class Summary:
     children: int = 0  # compiling children
     seconds: float = 0.0  # from the recording child's start to the last compiling child's end
     recording_s: float = 0.0  # of which the recording child's (its start, the import, one call per shape)
+    launchers: set[str] = field(default_factory=set)  # the keys of the launchers built ahead (launchers.py)
     missed: list[str] = field(default_factory=list)  # shapes whose call raised, and what the pass lost
 
     @property
@@ -83,7 +84,8 @@ class Summary:
             return "precompiled nothing" + failed
         if not self.children:
             return f"foresaw {self.recorded} kernels, too few to compile ahead"
-        return (f"precompiled {self.compiled} of {self.recorded} kernels in {self.children} processes "
+        built = f" and {len(self.launchers)} launchers" if self.launchers else ""
+        return (f"precompiled {self.compiled} of {self.recorded} kernels{built} in {self.children} processes "
                 f"({self.cached} found compiled, the recording {self.recording_s:.1f} s of it)")  # fmt: skip
 
 
@@ -132,9 +134,12 @@ class Precompile:
         try:
             specs = self.record()
             self.summary.recording_s = time.monotonic() - started
+            building = self.build_launchers(specs)
             count = min(self.workers, len(specs) // MIN_SHARE)
             if count >= 2:  # one child would compile them no sooner than the graded child does
                 self.compile(specs, count)
+            if building is not None:
+                building.join()
         except Exception as error:  # a fault of the grader's own: the pass was only advice
             self.summary.missed.append(f"the pass broke off: {type(error).__name__}: {error}")
         finally:
@@ -163,6 +168,24 @@ class Precompile:
                     found.setdefault(identity(spec), spec)
         self.summary.recorded = len(found)
         return list(found.values())
+
+    def build_launchers(self, specs: list[Specialization]) -> threading.Thread | None:
+        """On the GPU tier, the launchers of `specs` built by this process while its children
+        compile (launchers.py), and put in the grading's cache."""
+        if self.tier != "cuda" or not specs:
+            return None
+
+        def build() -> None:
+            try:
+                keys = launchers.build(specs)
+                launchers.place(keys, self.compiled)
+                self.summary.launchers = keys
+            except Exception:  # the grader's own fault: the children build them, as before (the
+                pass  # phases line counts the launchers each phase built), and the pass is complete
+
+        thread = threading.Thread(target=build, daemon=True)
+        thread.start()
+        return thread
 
     def compile(self, specs: list[Specialization], count: int) -> None:
         """Shares of `specs`, dealt in turn (each child goes through them in the order the cases
@@ -230,4 +253,5 @@ def ahead_of(grading) -> Summary | None:
     grading.phases.add("precompile", summary.seconds)
     grading.phases.precompiled = summary.line()
     grading.foreseen = summary.complete
+    grading.launcher_keys |= summary.launchers
     return summary

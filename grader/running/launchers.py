@@ -1,0 +1,154 @@
+"""Triton's launchers, built by the grading process ahead of the children that load them (GPU tier).
+
+Before a Triton kernel first runs in a process, Triton builds its launcher: C source generated
+from the kernel's signature, compiled by gcc into `__triton_launcher.so` in the compilers' cache,
+about a second each, one after another, inside the child's phase. A grading of FlashAttention's
+solution built ten in its correctness run, warm or cold (docs/measurements.md), and no launcher
+is ever kept from one grading for the next: the cache folder is written by children that run
+student code, and a library planted there would run in the next grading's child.
+
+So the grading process builds them itself, from the signatures the precompile pass recorded:
+each launcher's source is Triton's own (`make_launcher`), its file is where Triton's own lookup
+finds it (`<cache>/<base32 of the source's and platform's sha256>/__triton_launcher<suffix>`), built in
+parallel, kept in a store of this machine's that no child sees (STORE: written by grading
+processes alone, one file per source, so any submission with the same argument kinds shares it),
+and copied into the grading's cache before its children start. A grading's kept compilers' cache
+lists the keys it used (`remember`), so a warm grading, whose pass does not run, copies them too.
+
+What a launcher's source depends on is checked first (`source`): each argument a pointer, a
+constexpr or a scalar type Triton names; anything else (a tensor descriptor, a tuple) is built by
+the child as before. The source is made from that check's result, never from the child's text,
+and a launcher Triton cannot find here it builds as it always did: nothing here decides a verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sysconfig
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from grader.messages.specializations import Specialization
+from grader.running.compile_cache import CACHE_ROOT
+
+STORE = CACHE_ROOT.parent / "launchers"
+NAME = "__triton_launcher"  # the module name Triton gives every launcher (backends/nvidia/driver.py)
+KEYS_FILE = "launchers.json"  # in a kept compilers' cache folder: no key's name, `restore` never copies it
+KEY = re.compile(r"[0-9a-f]{64}")
+SCALARS = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "f32", "fp64")
+POINTER = re.compile(r"\*k?[a-z0-9]{1,12}")  # "*fp16", "*i32", "*kfp32" (a constant pointer)
+MAX_KEYS = 256  # a grading's launchers at most (FlashAttention's solution builds ten)
+BUILDERS = 8  # gcc processes at once
+
+
+def kinds(spec: Specialization) -> list[str] | None:
+    """The launcher's view of a kernel's arguments, in order: each "*" (a pointer of any element
+    type: the launcher passes a device address), "constexpr" or a scalar type; None where any
+    argument is of another kind."""
+    found = []
+    for argument in spec.arguments:
+        kind = argument.type
+        if POINTER.fullmatch(kind):
+            found.append("*i8")  # every pointer gives the same source
+        elif kind == "constexpr" or kind in SCALARS:
+            found.append(kind)
+        else:
+            return None
+    return found
+
+
+def source(argument_kinds: list[str]) -> tuple[str, str]:
+    """(key, source) of the launcher for arguments of these kinds, as Triton makes and finds it."""
+    from triton.backends.nvidia.driver import make_launcher
+    from triton.runtime.build import platform_key
+
+    text = make_launcher({}, {i: kind for i, kind in enumerate(argument_kinds)}, None)
+    return hashlib.sha256((text + platform_key()).encode("utf-8")).hexdigest(), text
+
+
+def _base32(key: str) -> str:
+    from triton.runtime.cache import _base32
+
+    return _base32(key)
+
+
+def _file_name() -> str:
+    return NAME + sysconfig.get_config_var("EXT_SUFFIX")
+
+
+def _build(key: str, text: str, store: Path) -> bool:
+    """The launcher's library in the store (built here unless there already); whether it is there."""
+    target = store / key / _file_name()
+    if target.is_file():
+        return True
+    from triton.backends.nvidia import driver
+    from triton.runtime.build import _build as build
+
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with tempfile.TemporaryDirectory() as folder:
+        c_file = os.path.join(folder, NAME + ".c")
+        Path(c_file).write_text(text)
+        built = build(NAME, c_file, folder, driver.library_dirs(), driver.include_dirs, driver.libraries, [])
+        partial = target.with_name(f".{target.name}.{os.getpid()}.{id(text)}")
+        shutil.copyfile(built, partial)
+        partial.rename(target)  # whole or not at all, for another grading building the same
+    return True
+
+
+def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
+    """The keys of the launchers `specs` need, each built into the store (in parallel) where it is
+    not there yet; a launcher that fails to build is left to the child."""
+    sources = {}
+    for spec in specs:
+        found = kinds(spec)
+        if found is not None and len(sources) < MAX_KEYS:
+            key, text = source(found)
+            sources.setdefault(key, text)
+    if not sources:
+        return set()
+
+    def built(item: tuple[str, str]) -> str | None:
+        try:
+            return item[0] if _build(item[0], item[1], store) else None
+        except Exception:  # gcc, the headers, libcuda: the child builds it as Triton always does
+            return None
+
+    with ThreadPoolExecutor(max_workers=min(BUILDERS, len(sources))) as pool:
+        return {key for key in pool.map(built, sources.items()) if key}
+
+
+def place(keys: set[str], compiled: Path, store: Path = STORE) -> int:
+    """Copy each launcher of `keys` the store holds into a grading's compilers' cache, where
+    Triton looks for it; how many were copied."""
+    placed = 0
+    for key in sorted(keys):
+        built = store / key / _file_name()
+        if not KEY.fullmatch(key) or not built.is_file():
+            continue
+        folder = compiled / _base32(key)  # Triton's name for a key's folder (runtime/cache.py)
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built, folder / built.name)
+        placed += 1
+    return placed
+
+
+def remembered(kept: Path) -> set[str]:
+    """The launcher keys an earlier grading of these files used (`remember`)."""
+    try:
+        found = json.loads((kept / KEYS_FILE).read_text())
+    except (OSError, ValueError):
+        return set()
+    listed = found[:MAX_KEYS] if isinstance(found, list) else []
+    return {key for key in listed if type(key) is str and KEY.fullmatch(key)}
+
+
+def remember(kept: Path, keys: set[str]) -> None:
+    """Write down the launcher keys of a grading in its kept folder (by the grading process, after
+    `compile_cache.keep`, which makes the folder anew when anything in it changed)."""
+    if keys:
+        (kept / KEYS_FILE).write_text(json.dumps(sorted(keys)[:MAX_KEYS]))

@@ -1,0 +1,101 @@
+"""Triton's launchers built by the grading process ahead of its children (grader/running/launchers.py):
+each under the key Triton's own launcher class looks for, found there instead of built again.
+
+Real parts: the precompile pass's sandboxed recording child over real submissions, real gcc, and,
+standing for the GPU tier's child, a fresh process launching through Triton's own JITFunction and
+CudaLauncher outside the interpreter (real_jit.py), its build caught before gcc."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sysconfig
+
+import pytest
+from triton.runtime import build as triton_build
+
+from grader.assignment.loading import load_assignments
+from grader.assignment.spec import REPO_ROOT
+from grader.grading import AssignmentGrading, Settings
+from grader.messages.specializations import Argument, Specialization
+from grader.running import launchers, precompile
+from test_precompile import AUTOTUNED, _real_jit, _submission
+
+
+def _recorded(submission, name: str) -> list[Specialization]:
+    """What the pass's recording child foresees of the GPU tier for `name`."""
+    (assignment,) = load_assignments([name])
+    grading = AssignmentGrading(assignment, submission, Settings(device="cpu", precompile=0))
+    try:
+        ahead = precompile.Precompile(grading.job, assignment, "cuda", grading.workdir, grading.view, grading.compiled,
+                                      300.0, 2)  # fmt: skip
+        return ahead.record()
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", ["vector_add", "gelu"])
+def test_the_keys_are_those_tritons_launcher_class_looks_for(tmp_path, name):
+    """For every kernel the GPU tier's child compiles, Triton's CudaLauncher asks its cache for the
+    launcher under a key; the keys worked out from what the pass recorded are exactly those."""
+    submission = _submission(tmp_path / "student", AUTOTUNED) if name == "vector_add" else REPO_ROOT / "solutions"
+    specs = _recorded(submission, name)
+    ours = {launchers.source(launchers.kinds(spec))[0] for spec in specs if launchers.kinds(spec) is not None}
+    found = _real_jit(submission, tmp_path / "cache", name)
+    assert found["launchers"] and ours == set(found["launchers"]), (ours, found["launchers"])
+
+
+def test_a_pointer_of_any_element_type_makes_the_same_source():
+    def spec(*types: str) -> Specialization:
+        return Specialization("add", "k", "k.py", 1, [Argument(f"a{i}", t) for i, t in enumerate(types)])
+
+    keys = {launchers.source(launchers.kinds(spec(t, "i32", "constexpr")))[0] for t in ("*fp16", "*bf16", "*i8", "*kfp32")}
+    assert len(keys) == 1
+    assert launchers.source(launchers.kinds(spec("*fp16", "i64")))[0] not in keys
+    # What the launcher would make of anything else is left to Triton, in the child.
+    for odd in ("tensordesc<fp16[64, 64]>", "nvTmaDesc", "[*fp32,*fp32]", "*fp16; system()", "i32 x"):
+        assert launchers.kinds(spec("*fp16", odd)) is None
+
+
+@pytest.fixture
+def stub_libcuda(tmp_path, monkeypatch):
+    """A libcuda.so.1 for gcc to link the launchers against, on a machine without the driver."""
+    folder = tmp_path / "libcuda"
+    folder.mkdir()
+    (folder / "stub.c").write_text("int cuStub(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / "libcuda.so.1"), str(folder / "stub.c")], check=True)
+    monkeypatch.setenv("TRITON_LIBCUDA_PATH", str(folder))
+    return folder
+
+
+def test_built_once_placed_where_triton_finds_it_and_not_built_again(tmp_path, monkeypatch, stub_libcuda):
+    spec = Specialization("add", "k", "k.py", 1, [Argument("x", "*fp32"), Argument("n", "i32"),
+                                                   Argument("BLOCK", "constexpr")])  # fmt: skip
+    store, compiled = tmp_path / "store", tmp_path / "compiled"
+    keys = launchers.build([spec, spec], store)
+    (key,) = keys
+    library = store / key / ("__triton_launcher" + sysconfig.get_config_var("EXT_SUFFIX"))
+    assert library.is_file() and library.stat().st_size > 1000
+    built_at = library.stat().st_mtime_ns
+    assert launchers.build([spec], store) == keys and library.stat().st_mtime_ns == built_at, "the store's is kept"
+    assert launchers.place(keys | {"0" * 64, "../x"}, compiled, store) == 1
+    # Triton's own lookup in the grading's cache finds the copy, and builds nothing.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(compiled))
+    monkeypatch.setattr(triton_build, "_build", lambda *a, **k: pytest.fail("Triton built the launcher again"))
+    monkeypatch.setattr(triton_build, "_load_module_from_path", lambda name, path: path)
+    _, text = launchers.source(launchers.kinds(spec))
+    found = triton_build.compile_module_from_src(text, "__triton_launcher")
+    assert found == str(compiled / launchers._base32(key) / library.name)
+
+
+def test_a_kept_folder_remembers_the_keys_and_nothing_else(tmp_path):
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert launchers.remembered(kept) == set()
+    keys = {"a" * 64, "b" * 64}
+    launchers.remember(kept, keys)
+    assert launchers.remembered(kept) == keys
+    (kept / launchers.KEYS_FILE).write_text('["../../etc", {"a": 1}, "' + "c" * 64 + '"]')
+    assert launchers.remembered(kept) == {"c" * 64}
+    (kept / launchers.KEYS_FILE).write_text("not json")
+    assert launchers.remembered(kept) == set()
