@@ -73,12 +73,14 @@ def test_built_once_placed_where_triton_finds_it_and_not_built_again(tmp_path, m
                                                    Argument("BLOCK", "constexpr")])  # fmt: skip
     store, compiled = tmp_path / "store", tmp_path / "compiled"
     keys = launchers.build([spec, spec], store)
-    (key,) = keys
+    utilities, _ = launchers.driver_utilities()
+    (key,) = keys - {utilities}
+    assert utilities in keys, "Triton's CUDA utilities are built beside the launchers"
     library = store / key / ("__triton_launcher" + sysconfig.get_config_var("EXT_SUFFIX"))
     assert library.is_file() and library.stat().st_size > 1000
     built_at = library.stat().st_mtime_ns
     assert launchers.build([spec], store) == keys and library.stat().st_mtime_ns == built_at, "the store's is kept"
-    assert launchers.place(keys | {"0" * 64, "../x"}, compiled, store) == 1
+    assert launchers.place(keys | {"0" * 64, "../x"}, compiled, store) == 2
     # Triton's own lookup in the grading's cache finds the copy, and builds nothing.
     monkeypatch.setenv("TRITON_CACHE_DIR", str(compiled))
     monkeypatch.setattr(triton_build, "_build", lambda *a, **k: pytest.fail("Triton built the launcher again"))
@@ -86,6 +88,9 @@ def test_built_once_placed_where_triton_finds_it_and_not_built_again(tmp_path, m
     _, text = launchers.source(launchers.kinds(spec))
     found = triton_build.compile_module_from_src(text, "__triton_launcher")
     assert found == str(compiled / launchers._base32(key) / library.name)
+    _, text = launchers.driver_utilities()
+    found = triton_build.compile_module_from_src(text, "cuda_utils")
+    assert found == str(compiled / launchers._base32(utilities) / ("cuda_utils" + sysconfig.get_config_var("EXT_SUFFIX")))
 
 
 def test_a_kept_folder_remembers_the_keys_and_nothing_else(tmp_path):

@@ -14,6 +14,8 @@ parallel, kept in a store of this machine's that no child sees (STORE: written b
 processes alone, one file per source, so any submission with the same argument kinds shares it),
 and copied into the grading's cache before its children start. A grading's kept compilers' cache
 lists the keys it used (`remember`), so a warm grading, whose pass does not run, copies them too.
+Triton's own CUDA utilities (`cuda_utils`, built by each process's first use of the driver, about
+a second more of gcc in every grading) are built and placed the same way.
 
 What a launcher's source depends on is checked first (`source`): each argument a pointer, a
 constexpr or a scalar type Triton names; anything else (a tensor descriptor, a tuple) is built by
@@ -38,6 +40,7 @@ from grader.running.compile_cache import CACHE_ROOT
 
 STORE = CACHE_ROOT.parent / "launchers"
 NAME = "__triton_launcher"  # the module name Triton gives every launcher (backends/nvidia/driver.py)
+UTILITIES = "cuda_utils"  # and its CUDA utilities' module
 KEYS_FILE = "launchers.json"  # in a kept compilers' cache folder: no key's name, `restore` never copies it
 KEY = re.compile(r"[0-9a-f]{64}")
 SCALARS = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "f32", "fp64")
@@ -65,10 +68,25 @@ def kinds(spec: Specialization) -> list[str] | None:
 def source(argument_kinds: list[str]) -> tuple[str, str]:
     """(key, source) of the launcher for arguments of these kinds, as Triton makes and finds it."""
     from triton.backends.nvidia.driver import make_launcher
-    from triton.runtime.build import platform_key
 
     text = make_launcher({}, {i: kind for i, kind in enumerate(argument_kinds)}, None)
-    return hashlib.sha256((text + platform_key()).encode("utf-8")).hexdigest(), text
+    return _key(text), text
+
+
+def driver_utilities() -> tuple[str, str]:
+    """(key, source) of Triton's own CUDA utilities (`cuda_utils`), which every process builds or
+    finds at its first use of the driver (in a graded child: its first launch, or a pruner asking
+    for the device's properties), as Triton makes and finds them."""
+    from triton.backends.nvidia import driver
+
+    text = Path(driver.dirname, "driver.c").read_text()
+    return _key(text), text
+
+
+def _key(text: str) -> str:
+    from triton.runtime.build import platform_key
+
+    return hashlib.sha256((text + platform_key()).encode("utf-8")).hexdigest()
 
 
 def _base32(key: str) -> str:
@@ -77,13 +95,13 @@ def _base32(key: str) -> str:
     return _base32(key)
 
 
-def _file_name() -> str:
-    return NAME + sysconfig.get_config_var("EXT_SUFFIX")
+def _file_name(name: str) -> str:
+    return name + sysconfig.get_config_var("EXT_SUFFIX")
 
 
-def _build(key: str, text: str, store: Path) -> bool:
-    """The launcher's library in the store (built here unless there already); whether it is there."""
-    target = store / key / _file_name()
+def _build(key: str, name: str, text: str, store: Path) -> bool:
+    """The module's library in the store (built here unless there already); whether it is there."""
+    target = store / key / _file_name(name)
     if target.is_file():
         return True
     from triton.backends.nvidia import driver
@@ -91,9 +109,9 @@ def _build(key: str, text: str, store: Path) -> bool:
 
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory() as folder:
-        c_file = os.path.join(folder, NAME + ".c")
+        c_file = os.path.join(folder, name + ".c")
         Path(c_file).write_text(text)
-        built = build(NAME, c_file, folder, driver.library_dirs(), driver.include_dirs, driver.libraries, [])
+        built = build(name, c_file, folder, driver.library_dirs(), driver.include_dirs, driver.libraries, [])
         partial = target.with_name(f".{target.name}.{os.getpid()}.{id(text)}")
         shutil.copyfile(built, partial)
         partial.rename(target)  # whole or not at all, for another grading building the same
@@ -101,20 +119,21 @@ def _build(key: str, text: str, store: Path) -> bool:
 
 
 def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
-    """The keys of the launchers `specs` need, each built into the store (in parallel) where it is
-    not there yet; a launcher that fails to build is left to the child."""
+    """The keys of the launchers `specs` need and of Triton's CUDA utilities, each built into the
+    store (in parallel) where it is not there yet; one that fails to build is left to the child."""
     sources = {}
     for spec in specs:
         found = kinds(spec)
         if found is not None and len(sources) < MAX_KEYS:
             key, text = source(found)
-            sources.setdefault(key, text)
-    if not sources:
-        return set()
+            sources.setdefault(key, (NAME, text))
+    key, text = driver_utilities()
+    sources[key] = (UTILITIES, text)
 
-    def built(item: tuple[str, str]) -> str | None:
+    def built(item: tuple[str, tuple[str, str]]) -> str | None:
+        key, (name, text) = item
         try:
-            return item[0] if _build(item[0], item[1], store) else None
+            return key if _build(key, name, text, store) else None
         except Exception:  # gcc, the headers, libcuda: the child builds it as Triton always does
             return None
 
@@ -123,17 +142,16 @@ def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
 
 
 def place(keys: set[str], compiled: Path, store: Path = STORE) -> int:
-    """Copy each launcher of `keys` the store holds into a grading's compilers' cache, where
-    Triton looks for it; how many were copied."""
+    """Copy each module of `keys` the store holds into a grading's compilers' cache, where Triton
+    looks for it; how many were copied."""
     placed = 0
     for key in sorted(keys):
-        built = store / key / _file_name()
-        if not KEY.fullmatch(key) or not built.is_file():
-            continue
-        folder = compiled / _base32(key)  # Triton's name for a key's folder (runtime/cache.py)
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(built, folder / built.name)
-        placed += 1
+        found = [store / key / _file_name(name) for name in (NAME, UTILITIES)] if KEY.fullmatch(key) else []
+        for built in (path for path in found if path.is_file()):
+            folder = compiled / _base32(key)  # Triton's name for a key's folder (runtime/cache.py)
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(built, folder / built.name)
+            placed += 1
     return placed
 
 
