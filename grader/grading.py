@@ -98,9 +98,7 @@ class AssignmentGrading:
                 self.phases.warm = compile_cache.is_warm(self.kept)
                 with self.phases.timed("caches"):
                     self.restored = compile_cache.restore(self.kept, self.compiled)
-                    if self.device == "cuda":  # the launchers an earlier grading of these files used
-                        self.launcher_keys = launchers.remembered(self.kept)
-                        launchers.place(self.launcher_keys, self.compiled)
+                    self.launcher_keys = launchers.restore(self.kept, self.compiled, self.device)
             except OSError:
                 self.kept = None  # an unwritable cache folder: this grading compiles in its own folder, as without one
 
@@ -156,7 +154,7 @@ class AssignmentGrading:
         cases run, so a timed phase does not wait for its child's start (5-15 s on an
         H100). It waits for its job, which only names the parts whose correctness passed. On a
         GPU shared with other workers, and `held`, it imports only once the correctness child has
-        (`after_import`): at a class's start every worker's two children had imported torch at
+        (`isolation.importing_after`): at a class's start every worker's two children had imported torch at
         once, the first correctness child was up 8.6 s after its start (an H200, 16 cores, eight
         workers; 2.9 s alone), and no student timed before 25 s."""
         benched = [part for part in self.assignment.parts if part.benchmarks]
@@ -166,20 +164,6 @@ class AssignmentGrading:
         shared = _gpu_lock(self) is not None
         return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, timed=True,
                                held=held)  # fmt: skip
-
-    @staticmethod
-    def after_import(gate, timer: isolation.Spawned | None):
-        """The correctness phase's gate, letting a held timing child import once the correctness
-        child has (its stage "cuda"), before that child waits for the GPU."""
-        if gate is None or timer is None:
-            return gate
-
-        def opened(stage: str):
-            if stage == "cuda":
-                timer.let_import()
-            gate(stage)
-
-        return opened
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
@@ -193,7 +177,7 @@ class AssignmentGrading:
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         built = compile_cache.launchers(self.compiled)
         with self.gpu("correctness") as gate:
-            gate = self.after_import(gate, timer)
+            gate = isolation.importing_after(gate, timer)
             run = functools.partial(run_tasks, self.job, workdir=self.workdir, view=self.view, budget=self.budget,
                                     phases=self.phases, phase="correctness", gate=gate)  # fmt: skip
             # Hidden cases last, in a child of their own (hidden_runs.py).

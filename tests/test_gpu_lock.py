@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader.running import gpu_lock
+from grader.running import gpu_lock, isolation
 from grader.judging import verdicts as judging
 from grader.course import batch
 from grader import grading as grading_module
@@ -666,14 +666,14 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
 
 
 def test_a_held_timing_child_is_let_import_when_the_correctness_child_has_before_its_wait_for_the_gpu():
-    """grading.after_import: the correctness child's stage "cuda" (torch imported, CUDA not yet
+    """isolation.importing_after: the correctness child's stage "cuda" (torch imported, CUDA not yet
     started) lets the timing child import, before that stage waits for the GPU's lock."""
     said = []
     timer = SimpleNamespace(let_import=lambda: said.append("timer imports"))
-    gate = AssignmentGrading.after_import(lambda stage: said.append(f"gate {stage}"), timer)
+    gate = isolation.importing_after(lambda stage: said.append(f"gate {stage}"), timer)
     gate("cuda")
     assert said == ["timer imports", "gate cuda"]
     gate("run")
     gate("timed")
     assert said[2:] == ["gate run", "gate timed"]
-    assert AssignmentGrading.after_import(None, timer) is None, "no gate (a GPU of its own): the timer was not held"
+    assert isolation.importing_after(None, timer) is None, "no gate (a GPU of its own): the timer was not held"

@@ -369,3 +369,17 @@ def _send_job(process: subprocess.Popen, job: Job) -> None:
         process.stdin.close()
     except (BrokenPipeError, OSError):
         pass  # the child is already gone: its death says why
+
+
+def importing_after(gate, timer: Spawned | None):
+    """A correctness phase's gate (grading.AssignmentGrading.gpu) that lets a held timing child
+    import once the correctness child has (its stage "cuda"), before that child waits for the GPU."""
+    if gate is None or timer is None:
+        return gate
+
+    def opened(stage: str):
+        if stage == "cuda":
+            timer.let_import()
+        gate(stage)
+
+    return opened

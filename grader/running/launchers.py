@@ -155,6 +155,16 @@ def place(keys: set[str], compiled: Path, store: Path = STORE) -> int:
     return placed
 
 
+def restore(kept: Path, compiled: Path, device: str) -> set[str]:
+    """On the GPU tier, the launchers an earlier grading of these files used (`remembered`), copied
+    into this grading's compilers' cache; their keys."""
+    if device != "cuda":
+        return set()
+    keys = remembered(kept)
+    place(keys, compiled)
+    return keys
+
+
 def remembered(kept: Path) -> set[str]:
     """The launcher keys an earlier grading of these files used (`remember`)."""
     try:
