@@ -19,10 +19,15 @@
 #   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve of
 #                      6 workers, the first 3 graded alone too; $OUT/service-load gets its figures, the table and
 #                      serve.log (the class and the gradebook stay in a work folder under /tmp)
+#   profile-NAME       grade solutions/ for assignment NAME in this process under cProfile (a grading of one
+#                      assignment runs in the grading process itself: its judging, its waits for the children),
+#                      the top of the profile as $OUT/profile-NAME.txt; after a grading of NAME, it profiles a warm one
 #   keep-steady        every steady-grade/ grading's results.json and wall.json, as $OUT/steady-grade.tgz (for
 #                      `tools/measurements.py phases`: the device sends back 8 files at most)
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
 #                      are also in $OUT/steady.jsonl as it ends: a command stopped at its limit keeps them)
+# GRADER_GPU_LOCK_LOG=$OUT/holds.log in the environment: every hold of the GPU's lock as a line (gpu_lock.py),
+# to see where the lock idled between timed phases.
 # e.g. tools/gpu_session.sh grade-softmax "pytest tests/test_gpu.py -k 'bug_earns and gelu' -n 4"
 # The sandbox needs bubblewrap: where the image lacks it, BWRAP_DEB=path/to/bubblewrap_*.deb (Debian's
 # package, fetched elsewhere with `apt-get download bubblewrap`) is unpacked and put on the PATH.
@@ -81,6 +86,15 @@ for step in "$@"; do
              $PY tools/class_grade.py summary --json "$OUT/class.json" 2>&1 | tee -a "$OUT/class.log" ;;
     service-load) $PY tools/service_load.py --device cuda --assignment gelu --workers 6 --alone 3 \
                     --work /tmp/service-load-work --out "$OUT/service-load" 2>&1 | tee "$OUT/service-load.log" | tail -n 40 ;;
+    profile-*) $PY -c "import cProfile, os, pstats, sys
+from grader.cli import main
+profile = cProfile.Profile()
+profile.enable()
+main(['grade', '--submission', 'solutions', '--assignment', sys.argv[1], '--device', 'cuda', '--json', os.devnull])
+profile.disable()
+with open(sys.argv[2], 'w') as out:
+    pstats.Stats(profile, stream=out).sort_stats('cumtime').print_stats(80).sort_stats('tottime').print_stats(30)
+os._exit(0)" "${step#profile-}" "$OUT/${step}.txt" > "$OUT/${step}.log" 2>&1; tail -n 3 "$OUT/${step}.log" ;;
     keep-steady) tar czf "$OUT/steady-grade.tgz" steady-grade/*/results.json steady-grade/*/wall.json ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
