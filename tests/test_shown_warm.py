@@ -5,6 +5,7 @@ Checked on the CPU, where inductor compiles too: the same cache, the same counte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -59,3 +60,31 @@ def test_the_timed_phases_compile_of_a_shown_baseline_finds_the_warmed_graph(tmp
     found = json.loads(done.stdout.strip().splitlines()[-1])
     # Without the warm-up (the probe's argument "cold") the same compile counts a fxgraph_cache_miss, no hit.
     assert found.get("fxgraph_cache_hit", 0) >= 1 and not found.get("fxgraph_cache_miss"), found
+
+
+def test_the_reference_is_warmed_once_per_part_on_its_first_benchmark(monkeypatch):
+    """The warm-up runs while the child holds the GPU beside other gradings, which keeps every timed
+    phase waiting: one call of torch's reference per part (its first benchmark's shape), not one
+    per shape (softmax's eight, up to 16384 x 16384)."""
+    from types import SimpleNamespace
+
+    from grader.assignment import cases
+    from grader.assignment.loading import load_assignments
+    from grader.child import main
+
+    (assignment,) = load_assignments(["softmax"])
+    part = assignment.parts[0]
+    assert len(part.benchmarks) > 1
+    tasks = [SimpleNamespace(kind="bench", part=part.name, index=i, seed=i) for i in range(len(part.benchmarks))]
+    shapes, calls = [], []
+    make_inputs, function = cases.make_inputs, cases.function
+    monkeypatch.setattr(cases, "make_inputs", lambda a, p, case, *rest: shapes.append(case.shape) or make_inputs(
+        a, p, dataclasses.replace(case, shape=[8, 16]), *rest))  # fmt: skip
+
+    def counted(a, name):
+        found = function(a, name)
+        return (lambda **inputs: calls.append(name) or found(**inputs)) if name == part.baseline else found
+
+    monkeypatch.setattr(cases, "function", counted)
+    main._warm_baselines(assignment, tasks, [], device="cpu")
+    assert calls == [part.baseline] and shapes == [part.benchmarks[0].shape]
