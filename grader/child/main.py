@@ -88,7 +88,7 @@ def _warm_baselines(assignment, benchmarks: list, compiled: list, device: str = 
     timed phase's warm-up on an H200, where its later ones take milliseconds. Once per part, not
     per shape: this runs while the child holds the GPU beside other gradings, a hold no timed
     phase starts during, and with the reference called on every shape the timing children's
-    starts held it 1.1-5.1 s each on an H200 (softmax's the longest: eight shapes, up to
+    starts held it 1.1-5.1 s each on an H200 (the longest, a part of eight shapes up to
     16384 x 16384). And
     timing.shown_baseline compiles afresh for each benchmark (torch._dynamo.reset), inside the
     timed phase: torch.compile's work then finds inductor's graphs and kernels in this grading's
