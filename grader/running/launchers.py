@@ -122,11 +122,10 @@ def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
     """The keys of the launchers `specs` need and of Triton's CUDA utilities, each built into the
     store (in parallel) where it is not there yet; one that fails to build is left to the child."""
     sources = {}
-    for spec in specs:
-        found = kinds(spec)
-        if found is not None and len(sources) < MAX_KEYS:
-            key, text = source(found)
-            sources.setdefault(key, (NAME, text))
+    wanted = dict.fromkeys(tuple(found) for spec in specs if (found := kinds(spec)) is not None)
+    for found in list(wanted)[:MAX_KEYS]:  # a source per kind of signature, not per kernel (266: ten kinds)
+        key, text = source(list(found))
+        sources.setdefault(key, (NAME, text))
     key, text = driver_utilities()
     sources[key] = (UTILITIES, text)
 
