@@ -16,6 +16,10 @@
 #   class-N            tools/class_grade.py: a class of N full copies of solutions/ graded by batch, 6 workers on
 #                      the GPU, stopped after 500 s; again in the next call (the class and its gradebook stay under
 #                      class-grade/ while the machine is warm) until it says done; its summary as $OUT/class.json
+#   class-bg-N         the same class graded by one batch in its own process session (setsid), which outlives the
+#                      command while the machine is warm: no grading is cut off at a call's end. Each call starts it
+#                      (once) and waits for it up to CLASS_WAIT_S seconds (default 540); call it again within the
+#                      machine's warm time until it says done. Its lock's hold log comes back as $OUT/class-holds.log
 #   service-load       tools/service_load.py --device cuda: 20 students submit gelu at once through a real serve of
 #                      6 workers, the first 3 graded alone too; $OUT/service-load gets its figures, the table and
 #                      serve.log (the class and the gradebook stay in a work folder under /tmp)
@@ -82,6 +86,17 @@ for step in "$@"; do
             $PY -c "import json, sys, time; print(json.dumps({'seconds': time.time() - float(sys.argv[1])}))" "$start" \
               > "$OUT/${step}.wall.json"
             echo "$step: $(cat "$OUT/${step}.wall.json") of wall time"; rm -rf "$cache" ;;
+    class-bg-*) if [ ! -e class-grade/started ]; then
+                  mkdir -p class-grade && touch class-grade/started
+                  GRADER_GPU_LOCK_LOG="$PWD/class-grade/holds.log" setsid bash -c "$PY tools/class_grade.py run \
+                    --students ${step#class-bg-} --workers 6 --limit 1700 >> class-grade/run.log 2>&1; echo \$? > class-grade/ended" \
+                    < /dev/null > /dev/null 2>&1 &
+                fi
+                waited=0
+                while [ ! -e class-grade/ended ] && [ $waited -lt "${CLASS_WAIT_S:-540}" ]; do sleep 5; waited=$((waited + 5)); done
+                if [ -e class-grade/ended ]; then echo "class: done (run's exit $(cat class-grade/ended))"; else echo "class: still grading"; fi
+                tail -n 3 class-grade/run.log 2>/dev/null; cp class-grade/holds.log "$OUT/class-holds.log" 2>/dev/null
+                $PY tools/class_grade.py summary --json "$OUT/class.json" 2>&1 | tee -a "$OUT/class.log" ;;
     class-*) $PY tools/class_grade.py run --students "${step#class-}" --workers 6 --limit 500 2>&1 | tee -a "$OUT/class.log"
              $PY tools/class_grade.py summary --json "$OUT/class.json" 2>&1 | tee -a "$OUT/class.log" ;;
     service-load) $PY tools/service_load.py --device cuda --assignment gelu --workers 6 --alone 3 \
