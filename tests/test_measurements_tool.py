@@ -73,3 +73,11 @@ def test_a_class_stopped_at_its_limit_is_graded_on_in_the_next_command(tmp_path)
     assert summary.returncode == 1 and len(figures["lost"]) == 2, "on the CPU tier nothing is timed: points short"
     record = measurements.class_grade(tmp_path / "class.json", tmp_path / "out" / "student00" / "results.json", "-")
     assert record["rows"][0] == ["students graded", "2 of 2 (2 grades)"]
+    assert figures["workers_used"] == 1 and figures["environment"]["triton_version"], figures
+    machine = measurements.class_grade(tmp_path / "class.json", None, "-")["measured"]
+    assert machine["triton"] == figures["environment"]["triton_version"], "the machine its grades name"
+    # A first run still grading (a detached batch: its span is written at its end): no figures yet
+    (tmp_path / "spans.jsonl").rename(tmp_path / "spans.kept")
+    early = subprocess.run([*tool, "summary", "--dir", str(tmp_path), "--device", "cpu"], capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+    assert early.returncode == 2 and "2 grades so far" in early.stdout, early.stdout + early.stderr

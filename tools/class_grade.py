@@ -11,8 +11,9 @@ cuda --workers W`, which grades only what its gradebook does not hold yet: a cla
 than one device command is graded in several, each stopped at --limit (the batch and its workers
 ended together, as a TA's Ctrl-C ends them) and keeping its span in spans.jsonl. `summary` gives the
 wall time (the spans' sum: time lost to a grading cut off at a limit included), the sum of every
-grading's timed phases (each grade's phases line, as the gradebook keeps it), and whether every
-student earned every point. Exit status of `run`: 0 once every student is graded, 3 while some are
+grading's timed phases (each grade's phases line, as the gradebook keeps it), the workers the batch
+graded with (fewer than asked where the GPU's memory fits fewer), the machine its grades name, and
+whether every student earned every point. Exit status of `run`: 0 once every student is graded, 3 while some are
 left; of `summary`: 0 when every point was earned, 1 when not, 2 when nothing was graded.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -93,7 +95,8 @@ def run(folder: Path, students: int, workers: int, limit_s: float, device: str, 
                 batch.wait()
     after = sum(len(rows) for rows in graded(out, device).values())
     span = {"began": began, "seconds": time.time() - began, "exit": batch.returncode, "workers": workers,
-            "device": device, "grades_before": before, "grades_after": after, "students": len(names)}  # fmt: skip
+            "used": workers_used(folder / "batch.log", workers), "device": device, "grades_before": before,
+            "grades_after": after, "students": len(names)}  # fmt: skip
     with open(folder / "spans.jsonl", "a") as spans:
         spans.write(json.dumps(span) + "\n")
     left = len(names) * assignments - after
@@ -101,11 +104,23 @@ def run(folder: Path, students: int, workers: int, limit_s: float, device: str, 
     return 0 if left <= 0 else 3
 
 
-def summary(folder: Path) -> tuple[dict, int]:
+def workers_used(log: Path, asked: int) -> int:
+    """The workers the batch graded with, as its progress bar said last ("grading on 4 local GPU
+    worker(s)"): fewer than asked where the GPU's memory fits fewer (batch.fit_workers_to_memory)."""
+    said = re.findall(r"grading on (\d+) local GPU worker", log.read_text(errors="replace")) if log.exists() else []
+    return int(said[-1]) if said else asked
+
+
+MACHINE = ("gpu", "platform", "torch_version", "triton_version")  # of a grade's environment, for the table
+
+
+def summary(folder: Path, device: str = "cuda") -> tuple[dict, int]:
     kept = folder / "spans.jsonl"
     spans = [json.loads(line) for line in kept.read_text().splitlines() if line.strip()] if kept.exists() else []
-    found = graded(folder / "out", spans[-1]["device"] if spans else "cuda")
-    if not found:
+    found = graded(folder / "out", spans[-1]["device"] if spans else device)
+    if not found or not spans:  # nothing graded, or a first run still grading (its span is written at its end)
+        so_far = sum(len(rows) for rows in found.values())
+        print(f"{so_far} grades so far; no run has ended yet" if so_far else "nothing graded yet")
         return {}, 2
     timed, lost = 0.0, []
     for student, rows in sorted(found.items()):
@@ -113,9 +128,12 @@ def summary(folder: Path) -> tuple[dict, int]:
             timed += sum(figures.get("timing", 0.0) for figures, _ in phases_of(environment.get("phases", "")).values())
             if score < most:
                 lost.append(f"{student}/{assignment}: {score:g} of {most:g}")
+    environment = next(iter(found.values()))[0][3]
     figures = {"students": len(found), "of": spans[-1]["students"], "workers": spans[-1]["workers"],
+               "workers_used": spans[-1].get("used", spans[-1]["workers"]),
                "grades": sum(len(rows) for rows in found.values()), "wall_s": sum(s["seconds"] for s in spans),
-               "calls": len(spans), "timed_s": timed, "lost": lost}  # fmt: skip
+               "calls": len(spans), "timed_s": timed, "lost": lost,
+               "environment": {key: environment[key] for key in MACHINE if key in environment}}  # fmt: skip
     return figures, 0 if not lost and figures["students"] == figures["of"] else 1
 
 
@@ -127,18 +145,18 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=6)
     parser.add_argument("--limit", type=float, default=540.0, help="run: seconds before the batch is stopped")
     parser.add_argument("--json", type=Path, help="summary: where its figures go")
-    parser.add_argument("--device", default="cuda", help="run: cpu rehearses it where there is no GPU")
+    parser.add_argument("--device", default="cuda", help="cpu rehearses it where there is no GPU")
     parser.add_argument("--assignment", action="append", default=[], help="run: only these (a rehearsal)")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.what == "run":
         return run(args.dir, args.students, args.workers, args.limit, args.device, args.assignment)
-    figures, status = summary(args.dir)
+    figures, status = summary(args.dir, args.device)
     if args.json and figures:
         args.json.write_text(json.dumps(figures, indent=1))
     if figures:
-        print(f"{figures['students']} of {figures['of']} students, {figures['grades']} grades, {figures['workers']} "
-              f"workers: {figures['wall_s']:.0f} s of wall time in {figures['calls']} calls, timed phases "
+        print(f"{figures['students']} of {figures['of']} students, {figures['grades']} grades, {figures['workers_used']} "
+              f"workers ({figures['workers']} asked): {figures['wall_s']:.0f} s of wall time in {figures['calls']} calls, timed phases "
               f"{figures['timed_s']:.0f} s in all; {len(figures['lost'])} grades short of every point")  # fmt: skip
         for line in figures["lost"]:
             print("  ", line)

@@ -320,21 +320,26 @@ def phases(gradings: list[str], driver: str | None, note: str | None = None) -> 
             "rows": rows, **({"notes": note} if note else {})}  # fmt: skip
 
 
-def class_grade(figures_path: Path, results_path: Path, driver: str | None) -> dict:
-    """tools/class_grade.py's summary: a class of full submissions graded on one GPU."""
-    found, results = json.loads(figures_path.read_text()), json.loads(results_path.read_text())
+def class_grade(figures_path: Path, results_path: Path | None, driver: str | None, note: str | None = None) -> dict:
+    """tools/class_grade.py's summary: a class of full submissions graded on one GPU. The machine is
+    the one its grades name, or a results.json's where the summary is older than that."""
+    found = json.loads(figures_path.read_text())
+    results = json.loads(results_path.read_text()) if results_path else {"extra_data": found.get("environment", {})}
+    used, asked = found.get("workers_used", found["workers"]), found["workers"]
     rows = [["students graded", f"{found['students']} of {found['of']} ({found['grades']} grades)"],
-            ["workers sharing the GPU", found["workers"]],
-            ["wall time", f"{found['wall_s']:.1f} s (in {found['calls']} device commands)"],
+            ["workers sharing the GPU", used if used == asked else f"{used} ({asked} asked: the GPU's memory fits {used})"],
+            ["wall time", f"{found['wall_s']:.1f} s ({found['calls']} run{'s' if found['calls'] > 1 else ''} of the batch)"],
             ["timed phases, summed", f"{found['timed_s']:.1f} s"],
             ["grades short of every point", len(found["lost"])]]  # fmt: skip
     return {"name": "class-of-20-full", "order": 31, "title": "A class of full submissions on one GPU",
             "about": "`tools/class_grade.py`: copies of `solutions/` (every assignment, each student's files a "
-                     "comment apart, so each compiles from cold) graded by `batch --device cuda --workers 6`, in "
-                     "as many device commands as it took; the wall time is their sum. Re-measure: "
-                     "`tools/gpu_session.sh class-20` until it says done, then `tools/measurements.py class-grade "
-                     "class.json class-grade/out/<student>/results.json`.",
-            "measured": provenance(results, driver), "columns": ["figure", "value"], "rows": rows}  # fmt: skip
+                     "comment apart, so each compiles from cold) graded by `batch --device cuda --workers 6`: in one "
+                     "run that outlives each device command (`class-bg-20`), or in several runs, each stopped at a "
+                     "command's end (`class-20`), whose wall times are summed. Re-measure: "
+                     "`tools/gpu_session.sh class-bg-20` until it says done, then `tools/measurements.py class-grade "
+                     "class.json`.",
+            "measured": provenance(results, driver), "columns": ["figure", "value"], "rows": rows,
+            **({"notes": note} if note else {})}  # fmt: skip
 
 
 def service_load(figures_path: Path, results_path: Path, driver: str | None, note: str | None) -> dict:
@@ -502,7 +507,8 @@ def main() -> int:
         "profile": lambda: nsight_profile(args.inputs[0], args.inputs[1], args.driver),
         "corpus": lambda: corpus(args.inputs[0], args.machine or "-", args.driver, args.gpu_torch or "-"),
         "steady-grade": lambda: steady_grade(args.inputs[0], args.inputs[1], args.driver, args.note),
-        "class-grade": lambda: class_grade(args.inputs[0], args.inputs[1], args.driver),
+        "class-grade": lambda: class_grade(args.inputs[0], args.inputs[1] if len(args.inputs) > 1 else None, args.driver,
+                                           args.note),
         "phases": lambda: phases([str(i) for i in args.inputs], args.driver, args.note),
         "service-pages": lambda: service_pages(args.inputs[0], args.condition or "idle", args.note),
         "service-load": lambda: service_load(args.inputs[0], args.inputs[1], args.driver, args.note),
