@@ -89,7 +89,8 @@ class AssignmentGrading:
         self.compiled = isolation.compiled_cache(self.workdir)
         self.kept: Path | None = None
         self.restored: dict = {}  # what the grading's cache started from (compile_cache.restore)
-        self.foreseen = False  # whether its cache will hold every kernel its pass foresaw (precompile.ahead_of)
+        self.foreseen = False  # whether its cache will hold every kernel its pass foresaw (precompile.finished)
+        self.precompiling: precompile.Precompile | None = None  # its pass, until `precompile.finished`
         self.launcher_keys: set[str] = set()  # the keys of the launchers built for it ahead (launchers.py)
         if settings.cache is not None:
             try:
@@ -118,6 +119,7 @@ class AssignmentGrading:
                 precompile.ahead_of(self)
             tests = self.graded(builds, timer, first)
         finally:
+            precompile.finished(self)  # where no timing child waited for it: none of it writes the cache after
             for child in (timer, first):
                 if child is not None:
                     child.discard()  # where it got no job, or the grading broke off
@@ -224,6 +226,7 @@ class AssignmentGrading:
             return {}
         self.settings.progress(f"{self.assignment.name}: timing {', '.join(p.name for p in ready)} on {len(tasks)} shapes")
         parts = {part.name: part for part in ready}
+        precompile.finished(self)  # no compiling of this grading's goes on while it times
         built = compile_cache.launchers(self.compiled)
         with self.gpu("timing") as gate:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,

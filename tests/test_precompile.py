@@ -71,6 +71,18 @@ def add(x, y):
 """
 
 
+# The longest vectors take a larger block: float32 at that length is a kernel only the GPU tier's
+# benchmarks launch (its cases take the larger block with bfloat16 only).
+SIZED = (REPO_ROOT / "solutions" / "vector_add" / "vector_add.py").read_text() + """
+
+def add(x, y):
+    out = torch.empty_like(x)
+    block = 2048 if x.numel() > 50_000_000 else 1024
+    add_kernel[(triton.cdiv(x.numel(), block),)](x, y, out, x.numel(), BLOCK_SIZE=block)
+    return out
+"""
+
+
 def _submission(root: Path, source: str) -> Path:
     (root / "vector_add").mkdir(parents=True)
     (root / "vector_add" / "vector_add.py").write_text(source)
@@ -112,6 +124,29 @@ def test_what_the_pass_compiles_the_gpu_tiers_child_finds(tmp_path):
         assert found["misses"] == 0 and found["hits"] == len(compiles) > 0, found
         assert len(compiles) == summary.recorded, "the pass compiled exactly what the GPU would"
         assert len(compiles) >= 2 * 3, "both configs, at lengths of every dtype and divisibility"
+    finally:
+        shutil.rmtree(grading.workdir, ignore_errors=True)
+
+
+def test_what_only_the_benchmarks_launch_compiles_while_the_cases_run(tmp_path):
+    """The pass compiles in two waves: what the GPU tier's cases launch, before `start` returns
+    (the correctness child's job goes then), and what only its benchmarks launch (float32 at the
+    longest length), still compiling then, and over by `finish` (before the timing child's job).
+    Together they are every kernel the GPU compiles, each once."""
+    submission = _submission(tmp_path / "student", SIZED)
+    (assignment,) = load_assignments(["vector_add"])
+    grading = AssignmentGrading(assignment, submission, Settings(device="cpu", precompile=0))
+    ahead = precompile.Precompile(grading.job, assignment, "cuda", grading.workdir, grading.view, grading.compiled,
+                                  300.0, 2)  # fmt: skip
+    try:
+        ahead.start()
+        assert ahead.compiling(), "the benchmarks' kernel compiles on after the cases' are compiled"
+        cases_compiled = ahead.summary.compiled
+        summary = ahead.finish()
+        assert not ahead.compiling() and summary.complete, summary
+        assert cases_compiled == summary.compiled - 1 == summary.recorded - 1, summary
+        found = _real_jit(submission, grading.compiled)
+        assert found["misses"] == 0 and found["hits"] == len(set(found["keys"])) == summary.recorded, found
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
 
@@ -203,8 +238,8 @@ def test_what_a_recording_child_sends_is_checked():
     ]
     many = [dataclasses.replace(good, line=line) for line in range(1, precompile.MAX_SPECIALIZATIONS + 10)]
     recorder = _recorder(assignment, [good, good, *forged])
-    assert [s.kernel for s in recorder.record()] == ["add_kernel"], "one good one, once; the part rewritten"
-    assert len(_recorder(assignment, many).record()) == precompile.MAX_SPECIALIZATIONS
+    assert [s.kernel for s in sum(recorder.record(), [])] == ["add_kernel"], "one good one, once; the part rewritten"
+    assert len(sum(_recorder(assignment, many).record(), [])) == precompile.MAX_SPECIALIZATIONS
 
 
 def _recorder(assignment, sent: list[Specialization]) -> precompile.Precompile:

@@ -129,12 +129,15 @@ def zeros_laid_out(shape: list[int], stride: list[int], offset: int, dtype: torc
 
 
 def launched_on(part: Part, device: str) -> list[Case]:
-    """What a tier's children call a Triton part with: its cases there and, on a GPU, its
-    benchmarks (a CUDA C part launches no Triton kernel)."""
-    if part.is_cuda:
-        return []
-    graded = [case for case in part.cases if case.runs_on(device)]
-    return graded + list(part.benchmarks) if device == "cuda" else graded
+    """What a tier's children call a Triton part with: its cases there (`graded_on`) and, on a GPU,
+    its benchmarks after them (a CUDA C part launches no Triton kernel)."""
+    graded = graded_on(part, device)
+    return graded + list(part.benchmarks) if device == "cuda" and not part.is_cuda else graded
+
+
+def graded_on(part: Part, device: str) -> list[Case]:
+    """A Triton part's cases on a tier (a CUDA C part launches no Triton kernel)."""
+    return [] if part.is_cuda else [case for case in part.cases if case.runs_on(device)]
 
 
 def output_bytes(assignment: Assignment, part: Part, case: Case) -> int:

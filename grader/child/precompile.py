@@ -1,8 +1,8 @@
 """A precompile child's tasks (running/precompile.py says why the pass exists and what it trusts).
 
-"record": call a part's entry point once for each shape the predicted tier grades it on (its
-cases of that tier, and on the GPU tier its benchmarks) with zeros laid out as those inputs are
-(shape, dtype, strides, offset), every launch recorded and none run (dry_run.py, hooks.py): an
+"record": call a part's entry point once for each shape the predicted tier grades it on (task 0:
+its cases of that tier; task 1, on the GPU tier: its benchmarks) with zeros laid out as those inputs
+are (shape, dtype, strides, offset), every launch recorded and none run (dry_run.py, hooks.py): an
 autotuner's every config is launched, so recorded, too. Each specialization goes back as data
 (messages/specializations.py). A shape whose call raises is only missed.
 
@@ -40,7 +40,10 @@ def record(worker, task, call) -> Recorded:
     # Laid out by the parent (assignment/input_layouts.py) where it could: working them out here
     # would import torch's compiler modules, seconds of every pass.
     laid_out_by_parent = len(given) == len(launched)
+    graded = len(cases.graded_on(part, worker.job.precompile))
     for index, case in enumerate(launched):
+        if (index >= graded) != (task.index == 1):  # task 0 calls the cases' shapes, task 1 the benchmarks'
+            continue
         try:
             if laid_out_by_parent:
                 inputs = laid_out(given[index])

@@ -14,7 +14,11 @@ while the machine's other cores waited. So, while the correctness child starts (
    most MAX_SPECIALIZATIONS) and hands a share of it to each of its compiling children, as many
    as the cores allow; each imports the student's file and compiles its share for the GPU target
    (child/gpu_target.py) into the grading's cache, where Triton writes every entry to a temporary
-   file and renames it, so that processes may share the folder.
+   file and renames it, so that processes may share the folder;
+3. in two waves: first what the cases launch, then, while the correctness child runs them, what
+   only the benchmarks launch (FlashAttention's solution: 190 kernels, then 76 at its benchmarks'
+   sequence length). The timing child gets its job once the second wave is over: no compiling
+   of this grading's overlaps its timed phase.
 
 It is advice to the cache: no verdict depends on it. What it does not foresee, or fails to compile,
 a graded child compiles where it launches it, as before; what its children say is only counted (the
@@ -25,7 +29,8 @@ more than in the graded children of its grading, which write the same cache fold
 whose import or calls misbehave there loses the pass's advice, nothing else.
 
 On either tier the correctness child (spawned ahead, importing torch meanwhile) gets its job once
-the pass is over, and the wait is not counted against the assignment's time limit. Where fewer
+the first wave is over, and the waits for either wave are not counted against the assignment's
+time limit. Where fewer
 than two children would get MIN_SHARE specializations each, none starts (one child compiles them
 no sooner than the correctness child would, and its start costs a few compiles), nor where a tier
 gets no children (`children_for`): the graded children compile them as before.
@@ -67,7 +72,7 @@ class Summary:
     recorded: int = 0  # distinct specializations passed on to compiling children
     compiled: int = 0  # those a compiling child said it compiled
     cached: int = 0  # of which it found in the cache already
-    children: int = 0  # compiling children
+    children: int = 0  # compiling children at once, in the larger wave
     seconds: float = 0.0  # from the recording child's start to the last compiling child's end
     recording_s: float = 0.0  # of which the recording child's (its start, the import, one call per shape)
     launchers: set[str] = field(default_factory=set)  # the keys of the launchers built ahead (launchers.py)
@@ -115,8 +120,9 @@ def predicts(device: str) -> bool:
 
 
 class Precompile:
-    """The pass for one grading: `run()` records, then compiles, and returns when every child of
-    it has ended. It never raises into the grading."""
+    """The pass for one grading: `start()` records, compiles what the cases will launch and
+    returns; what only the benchmarks launch compiles on until `finish()`, which returns once every
+    child of the pass has ended (`run()`: both). It never raises into the grading."""
 
     def __init__(self, job: Job, assignment: Assignment, tier: str, workdir: Path, view: sandbox.View | None,
                  compiled: Path, limit_s: float, workers: int):  # fmt: skip
@@ -128,33 +134,55 @@ class Precompile:
         self.deadline = time.monotonic() + limit_s  # the pass's, its wait for slots included
         self.summary = Summary()
         self._counting = threading.Lock()
+        self._started = time.monotonic()
+        self._second: threading.Thread | None = None  # the second wave, compiling
 
     def run(self) -> Summary:
-        started = time.monotonic()
+        self.start()
+        return self.finish()
+
+    def start(self) -> None:
+        self._started = time.monotonic()
         try:
-            specs = self.record()
-            self.summary.recording_s = time.monotonic() - started
-            building = self.build_launchers(specs)
-            count = min(self.workers, len(specs) // MIN_SHARE)
-            if count >= 2:  # one child would compile them no sooner than the graded child does
-                self.compile(specs, count)
+            for_cases, for_benchmarks = self.record()
+            self.summary.recording_s = time.monotonic() - self._started
+            building = self.build_launchers(for_cases + for_benchmarks)
+            # one child would compile them no sooner than the graded child does
+            if min(self.workers, (len(for_cases) + len(for_benchmarks)) // MIN_SHARE) >= 2:
+                self.compile(for_cases)
+                self._second = threading.Thread(target=self.compile, args=(for_benchmarks,), daemon=True)
+                self._second.start()
             if building is not None:
                 building.join()
         except Exception as error:  # a fault of the grader's own: the pass was only advice
             self.summary.missed.append(f"the pass broke off: {type(error).__name__}: {error}")
-        finally:
-            self.summary.seconds = time.monotonic() - started
+
+    def compiling(self) -> bool:
+        """Whether the second wave is compiling still."""
+        return self._second is not None and self._second.is_alive()
+
+    def finish(self) -> Summary:
+        if self._second is not None:
+            self._second.join()
+        self.summary.seconds = time.monotonic() - self._started
         return self.summary
 
-    def record(self) -> list[Specialization]:
+    def record(self) -> tuple[list[Specialization], list[Specialization]]:
+        """What the cases launch, and what only the benchmarks launch (each distinct, in the order
+        the calls launched them)."""
         parts = [part for part in self.assignment.parts if cases.launched_on(part, self.tier)]
-        tasks = [Task(task_id(part.name, "record", 0), part.name, "record", 0, 0, max_output_bytes=0) for part in parts]
+        # Every part's cases first: a kernel that one part's benchmarks and another's cases launch is the cases'.
+        tasks = [Task(task_id(part.name, "record", wave), part.name, "record", wave, 0, max_output_bytes=0)
+                 for wave in (0, 1) for part in parts
+                 if wave == 0 or len(cases.launched_on(part, self.tier)) > len(cases.graded_on(part, self.tier))]  # fmt: skip
         try:  # the inputs' layouts, so that the child need not work them out (input_layouts.py)
             self.job = dataclasses.replace(self.job, layouts=input_layouts.layouts(self.assignment, self.tier))
         except Exception:  # the course's input code failed on the meta device: the child says so for itself
             pass
         run = self._run(tasks, [], min(RECORD_LIMIT_S, self.limit_s))
         found: dict[tuple, Specialization] = {}
+        waves: tuple[list, list] = ([], [])
+        names = {part.name for part in parts}
         for task in tasks:
             done = run.outcomes.get(task.id)
             outcome = done.outcome if done is not None else None
@@ -164,10 +192,12 @@ class Precompile:
             self.summary.missed += [f"{task.part}: {text[:300]}" for text in outcome.missed[:8]]
             for spec in outcome.specializations:
                 spec = dataclasses.replace(spec, part=task.part)  # the task's part, whatever the child said
-                if well_formed(spec, {part.name for part in parts}) and len(found) < MAX_SPECIALIZATIONS:
-                    found.setdefault(identity(spec), spec)
+                key = identity(spec)
+                if well_formed(spec, names) and key not in found and len(found) < MAX_SPECIALIZATIONS:
+                    found[key] = spec
+                    waves[task.index].append(spec)
         self.summary.recorded = len(found)
-        return list(found.values())
+        return waves
 
     def build_launchers(self, specs: list[Specialization]) -> threading.Thread | None:
         """On the GPU tier, the launchers of `specs` built by this process while its children
@@ -187,11 +217,13 @@ class Precompile:
         thread.start()
         return thread
 
-    def compile(self, specs: list[Specialization], count: int) -> None:
+    def compile(self, specs: list[Specialization]) -> None:
         """Shares of `specs`, dealt in turn (each child goes through them in the order the cases
-        launched them), to `count` children at once."""
+        launched them), to as many children at once as the pass has, each given MIN_SHARE at least."""
+        count = max(1, min(self.workers, len(specs) // MIN_SHARE)) if specs else 0
         shares = [specs[i::count] for i in range(count)]
-        self.summary.children = count
+        with self._counting:
+            self.summary.children = max(self.summary.children, count)
         threads = [threading.Thread(target=self._compile_share, args=(share, i >= OWN_CHILDREN), daemon=True)
                    for i, share in enumerate(shares)]  # fmt: skip
         for thread in threads:
@@ -231,14 +263,14 @@ class Precompile:
 SKIPPED = "foresaw nothing new: an earlier grading of these files compiled every kernel its pass foresaw"
 
 
-def ahead_of(grading) -> Summary | None:
+def ahead_of(grading) -> Precompile | None:
     """The pass for a grading (grading.AssignmentGrading), where it has children (`children_for`), a
-    part launches Triton kernels and it foresees the tier (`predicts`), run to its end: the
-    correctness child's job waits for it. Not where an earlier grading of the very same files on
+    part launches Triton kernels and it foresees the tier (`predicts`), run until what the cases
+    launch is compiled: the correctness child's job waits for it. What only the benchmarks launch
+    compiles on until `finished(grading)`. Not where an earlier grading of the very same files on
     this tier ended with its pass complete (compile_cache.foreseen): that grading's cache holds
-    every kernel it launched. `grading.foreseen` says whether the cache will hold them once
-    this grading has ended too.
-    The wait moves the grading's deadline, and is its phase "precompile"."""
+    every kernel it launched.
+    Each wait moves the grading's deadline, and is its phase "precompile"."""
     workers = children_for(grading.settings, grading.device)
     launching = any(cases.launched_on(part, grading.device) for part in grading.assignment.parts)
     if not workers or not launching or not predicts(grading.device):
@@ -247,11 +279,32 @@ def ahead_of(grading) -> Summary | None:
         grading.foreseen = True
         grading.phases.precompiled = SKIPPED
         return None
-    summary = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
-                         grading.compiled, grading.budget.left(), workers).run()  # fmt: skip
-    grading.budget.deadline += summary.seconds
-    grading.phases.add("precompile", summary.seconds)
+    ahead = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
+                       grading.compiled, grading.budget.left(), workers)  # fmt: skip
+    _waited(grading, ahead.start)
+    grading.precompiling = ahead
+    return ahead
+
+
+def finished(grading) -> Summary | None:
+    """The grading's pass (`ahead_of`) waited for to its end, before its timing child gets its job
+    or its cache is kept, and what it did said in the grading's phases line. `grading.foreseen`
+    says whether the cache will hold every kernel the pass foresaw once this grading has ended."""
+    ahead, grading.precompiling = grading.precompiling, None
+    if ahead is None:
+        return None
+    summary = _waited(grading, ahead.finish)
     grading.phases.precompiled = summary.line()
     grading.foreseen = summary.complete
     grading.launcher_keys |= summary.launchers
     return summary
+
+
+def _waited(grading, wait):
+    started = time.monotonic()
+    try:
+        return wait()
+    finally:
+        waited = time.monotonic() - started
+        grading.budget.deadline += waited
+        grading.phases.add("precompile", waited)
