@@ -510,7 +510,7 @@ def test_a_timed_phase_sends_with_the_gpu_shared_and_judges_after_the_next_timed
     grading.settings = Settings(device="cuda", gpu_lock=GpuLock(tmp_path, "0"))
     grading.budget, grading.phases = Budget(60.0), Phases(start=0.0, build=0.0, correctness=0.0, timing=0.0)
     grading.job = grading.workdir = grading.view = grading.compiled = None
-    grading.built_kernels, grading.cwd = set(), tmp_path
+    grading.built_kernels, grading.cwd, grading.precompiling = set(), tmp_path, None
     log, others = [], {}
 
     def child(job, tasks, workdir, view, budget, phases, phase, gate, compiled, spawned):
