@@ -177,6 +177,7 @@ class AssignmentGrading:
         # (a child would say the same after a second of importing torch).
         missing = {part.name: failure("missing_file", missing_file_message(self.cwd / part.file) + self.links_note)
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
+        precompile.cases_compiled(self)  # the pass's first wave (ahead_of) compiled while the cases were sized
         built = compile_cache.launchers(self.compiled)
         with self.gpu("correctness") as gate:
             gate = isolation.importing_after(gate, timer)

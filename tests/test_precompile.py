@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +24,7 @@ from conftest import requires_gpu
 from grader.assignment.loading import load_assignments
 from grader.assignment.spec import REPO_ROOT
 from grader.grading import AssignmentGrading, Settings, grade_submission
-from grader.messages.reports import Done, Recorded
+from grader.messages.reports import Done, Failure, Precompiled, Recorded
 from grader.messages.specializations import Argument, Option, Specialization
 from grader.running import compile_cache, compile_slots, precompile
 from grader.running.orphans import children
@@ -129,10 +130,11 @@ def test_what_the_pass_compiles_the_gpu_tiers_child_finds(tmp_path):
 
 
 def test_what_only_the_benchmarks_launch_compiles_while_the_cases_run(tmp_path):
-    """The pass compiles in two waves: what the GPU tier's cases launch, before `start` returns
+    """The pass compiles in two waves: what the GPU tier's cases launch, by `cases_compiled`
     (the correctness child's job goes then), and what only its benchmarks launch (float32 at the
     longest length), still compiling then, and over by `finish` (before the timing child's job).
-    Together they are every kernel the GPU compiles, each once."""
+    Together they are every kernel the GPU compiles, each once. `start` returns at once: the
+    grading sizes its cases while its recording child starts."""
     submission = _submission(tmp_path / "student", SIZED)
     (assignment,) = load_assignments(["vector_add"])
     grading = AssignmentGrading(assignment, submission, Settings(device="cpu", precompile=0))
@@ -140,6 +142,8 @@ def test_what_only_the_benchmarks_launch_compiles_while_the_cases_run(tmp_path):
                                   300.0, 2)  # fmt: skip
     try:
         ahead.start()
+        assert not ahead.summary.recorded, "start waited for the recording child"
+        ahead.cases_compiled()
         assert ahead.compiling(), "the benchmarks' kernel compiles on after the cases' are compiled"
         cases_compiled = ahead.summary.compiled
         summary = ahead.finish()
@@ -165,7 +169,10 @@ def test_on_a_gpu_the_graded_launches_find_what_the_pass_compiled(tmp_path, name
     try:
         assert summary.compiled == summary.recorded > 0, summary
         found = _real_jit(REPO_ROOT / "solutions", grading.compiled, name, "--gpu")
-        assert found["misses"] == 0 and found["hits"] == len(set(found["keys"])) > 0, found
+        # Parts of one file import it each as a module of their own, whose kernels compile again
+        # (and are found again): FlashAttention's 266 kernels were found 312 times.
+        assert found["misses"] == 0 and found["hits"] >= len(set(found["keys"])) > 0, found
+        assert len(set(found["keys"])) == summary.recorded, (len(set(found["keys"])), summary)
     finally:
         shutil.rmtree(grading.workdir, ignore_errors=True)
 
@@ -250,6 +257,36 @@ def _recorder(assignment, sent: list[Specialization]) -> precompile.Precompile:
     outcome = Recorded(sent)
     ahead._run = lambda tasks, compiles, limit: SimpleNamespace(outcomes={t.id: Done(t.id, outcome) for t in tasks})
     return ahead
+
+
+def test_a_share_not_compiled_is_said_with_why_in_the_phases_line():
+    """A compiling child that dies partway, or says it could not compile: the pass counts what
+    came back compiled, and its line says how many were not and why (how the child ended, as
+    the parent saw it), so a staff member reading a grading's phases knows why a warm grading
+    went through the pass again."""
+    (assignment,) = load_assignments(["vector_add"])
+    good = Specialization("add", "add_kernel", "/s/vector_add.py", 19, [Argument("x_ptr", "*fp32")])
+    share = [dataclasses.replace(good, line=line) for line in (1, 2, 3)]
+    ahead = _recorder(assignment, share)
+    ahead.summary.recorded, ahead.summary.children = 6, 2
+    ahead.deadline, ahead._counting = time.monotonic() + 60, threading.Lock()
+
+    def child(outcomes, death):
+        def run(tasks, compiles, limit):
+            said = {t.id: Done(t.id, o) for t, o in zip(tasks, outcomes) if o is not None}
+            return SimpleNamespace(outcomes=said, death=lambda: death)
+        return run
+
+    ahead._run = child([Precompiled(True), None, None], ("out_of_memory", "killed: memory over 8 GiB\nstderr..."))
+    ahead._compile_share(share, slotted=False)
+    ahead._run = child([Precompiled(True), Precompiled(True), Failure("crash", "ptxas: out of registers\n...")], ())
+    ahead._compile_share(share, slotted=False)
+    assert ahead.summary.compiled == 3 and not ahead.summary.complete, ahead.summary
+    assert ahead.summary.missed == [
+        "2 of 3 kernels not compiled: the child ended before it had compiled them (killed: memory over 8 GiB)",
+        "1 of 3 kernels not compiled: the child could not compile them (ptxas: out of registers)"]
+    assert ahead.summary.line().endswith("; missed: 2 of 3 kernels not compiled: the child ended before it had "
+                                         "compiled them (killed: memory over 8 GiB))")  # fmt: skip
 
 
 def test_how_many_compiling_children():

@@ -48,7 +48,7 @@ from pathlib import Path
 from grader.assignment import cases, input_layouts
 from grader.assignment.spec import Assignment
 from grader.messages.job import Job, Task, task_id
-from grader.messages.reports import Precompiled, Recorded
+from grader.messages.reports import Failure, Precompiled, Recorded
 from grader.messages.specializations import Specialization, identity, well_formed
 from grader.running import compile_cache, compile_slots, isolation, launchers, sandbox
 from grader.running.compile_slots import cores
@@ -90,8 +90,9 @@ class Summary:
         if not self.children:
             return f"foresaw {self.recorded} kernels, too few to compile ahead"
         built = f" and {len(self.launchers)} launchers" if self.launchers else ""
+        lost = f"; missed: {self.missed[0]}" if self.missed else ""  # the first: the rest go with it, as a rule
         return (f"precompiled {self.compiled} of {self.recorded} kernels{built} in {self.children} processes "
-                f"({self.cached} found compiled, the recording {self.recording_s:.1f} s of it)")  # fmt: skip
+                f"({self.cached} found compiled, the recording {self.recording_s:.1f} s of it{lost})")  # fmt: skip
 
 
 def children_for(settings, device: str) -> int:
@@ -135,6 +136,7 @@ class Precompile:
         self.summary = Summary()
         self._counting = threading.Lock()
         self._started = time.monotonic()
+        self._first: threading.Thread | None = None  # the recording and the first wave
         self._second: threading.Thread | None = None  # the second wave, compiling
 
     def run(self) -> Summary:
@@ -142,7 +144,18 @@ class Precompile:
         return self.finish()
 
     def start(self) -> None:
+        """The recording and the first wave, on a thread of their own: the grading works out its
+        cases meanwhile (its phase "sizing"), which beside the second wave's children had taken
+        9.3 s on an H200 instead of 0.3 s. `cases_compiled` waits for them."""
         self._started = time.monotonic()
+        self._first = threading.Thread(target=self._first_wave, daemon=True)
+        self._first.start()
+
+    def cases_compiled(self) -> None:
+        if self._first is not None:
+            self._first.join()
+
+    def _first_wave(self) -> None:
         try:
             for_cases, for_benchmarks = self.record()
             self.summary.recording_s = time.monotonic() - self._started
@@ -162,6 +175,7 @@ class Precompile:
         return self._second is not None and self._second.is_alive()
 
     def finish(self) -> Summary:
+        self.cases_compiled()
         if self._second is not None:
             self._second.join()
         self.summary.seconds = time.monotonic() - self._started
@@ -248,11 +262,14 @@ class Precompile:
             with self._counting:
                 self.summary.missed.append(f"a compiling child broke off: {type(error).__name__}: {error}")
             return
-        for done in run.outcomes.values():
-            if isinstance(done.outcome, Precompiled) and done.outcome.compiled:
-                with self._counting:
-                    self.summary.compiled += 1
-                    self.summary.cached += done.outcome.cached
+        outcomes = [run.outcomes[task.id].outcome if task.id in run.outcomes else None for task in tasks]
+        done = [outcome for outcome in outcomes if isinstance(outcome, Precompiled) and outcome.compiled]
+        with self._counting:
+            self.summary.compiled += len(done)
+            self.summary.cached += sum(outcome.cached for outcome in done)
+            if len(done) < len(tasks):
+                self.summary.missed.append(f"{len(tasks) - len(done)} of {len(share)} kernels not compiled: "
+                                           f"{_why_not(run, outcomes)}")  # fmt: skip
 
     def _run(self, tasks: list[Task], compiles: list[Specialization], limit_s: float):
         """One child over `tasks`, ended within `limit_s`."""
@@ -260,14 +277,23 @@ class Precompile:
         return isolation.run_child(job, self.workdir, self.view, limit_s, compiled=self.compiled)
 
 
+def _why_not(run, outcomes: list) -> str:
+    """Why a compiling child did not compile its whole share, in a line (the child's word only
+    where it said something: otherwise how it ended, as the parent saw it)."""
+    if any(outcome is None for outcome in outcomes):
+        return "the child ended before it had compiled them (" + run.death()[1].splitlines()[0][:200] + ")"
+    said = next((o.message for o in outcomes if isinstance(o, Failure)), "")
+    return f"the child could not compile them ({said.splitlines()[0][:200]})" if said else "Triton did not compile them"
+
+
 SKIPPED = "foresaw nothing new: an earlier grading of these files compiled every kernel its pass foresaw"
 
 
 def ahead_of(grading) -> Precompile | None:
     """The pass for a grading (grading.AssignmentGrading), where it has children (`children_for`), a
-    part launches Triton kernels and it foresees the tier (`predicts`), run until what the cases
-    launch is compiled: the correctness child's job waits for it. What only the benchmarks launch
-    compiles on until `finished(grading)`. Not where an earlier grading of the very same files on
+    part launches Triton kernels and it foresees the tier (`predicts`), started: the correctness
+    child's job waits for what the cases launch (`cases_compiled`), the timing child's for what
+    only the benchmarks launch (`finished`). Not where an earlier grading of the very same files on
     this tier ended with its pass complete (compile_cache.foreseen): that grading's cache holds
     every kernel it launched.
     Each wait moves the grading's deadline, and is its phase "precompile"."""
@@ -281,9 +307,16 @@ def ahead_of(grading) -> Precompile | None:
         return None
     ahead = Precompile(grading.job, grading.assignment, grading.device, grading.workdir, grading.view,
                        grading.compiled, grading.budget.left(), workers)  # fmt: skip
-    _waited(grading, ahead.start)
+    ahead.start()
     grading.precompiling = ahead
     return ahead
+
+
+def cases_compiled(grading) -> None:
+    """The first wave of the grading's pass (`ahead_of`) waited for: the correctness child's job
+    goes once what the cases launch is compiled."""
+    if grading.precompiling is not None:
+        _waited(grading, grading.precompiling.cases_compiled)
 
 
 def finished(grading) -> Summary | None:
