@@ -267,8 +267,8 @@ class Precompile:
         with self._counting:
             self.summary.compiled += len(done)
             self.summary.cached += sum(outcome.cached for outcome in done)
-            if len(done) < len(tasks):
-                self.summary.missed.append(f"{len(tasks) - len(done)} of {len(share)} kernels not compiled: "
+            if len(done) < len(share):
+                self.summary.missed.append(f"{len(share) - len(done)} of {len(share)} kernels not compiled: "
                                            f"{_why_not(run, outcomes)}")  # fmt: skip
 
     def _run(self, tasks: list[Task], compiles: list[Specialization], limit_s: float):
