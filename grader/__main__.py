@@ -5,24 +5,25 @@ import signal
 import sys
 from pathlib import Path
 
-# A Ctrl-C while the grader's packages load is held until they have loaded. Python raises
-# KeyboardInterrupt where the signal lands, and one that lands inside numpy's or torch's start is
-# dropped (the command then grades on), leaves numpy half loaded, or aborts torch. So the first
-# Ctrl-C is noted and taken once the packages are in; a second is taken at once. A Ctrl-C ignored
-# at the start (a background job's) stays ignored.
-_interrupted: list[int] = []
+from grader.running import ctrl_c
 
 
-def _hold_ctrl_c(signum, frame):
-    _interrupted.append(signum)
-    if len(_interrupted) > 1:
-        raise KeyboardInterrupt
+def _end_by_ctrl_c() -> None:
+    """A Ctrl-C said in one line, not a traceback, and the process then ended by the signal itself,
+    as Python ends on one it does not catch: a shell's loop or `make` stops on it as on any Ctrl-C."""
+    sys.stdout.flush()
+    sys.stderr.write("interrupted (Ctrl-C)\n")
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    os._exit(130)  # where the signal is blocked
 
 
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _hold_ctrl_c)
 try:
-    from grader.cli import main
+    with ctrl_c.held():  # a Ctrl-C while the packages load is taken once they have (running/ctrl_c.py)
+        from grader.cli import main
+except KeyboardInterrupt:
+    _end_by_ctrl_c()
 except ModuleNotFoundError as missing:
     # Another Python than .venv/'s (the system's, say) lacks the grader's packages: say how to reach
     # the grader instead of a traceback. A module of the grader's own that is missing is a fault.
@@ -36,12 +37,11 @@ except ModuleNotFoundError as missing:
                      f"grader needs. The grader runs with the Python of its own environment, .venv/{ready}:\n"
                      f"    {shown} -m grader {' '.join(sys.argv[1:])}\n")
     sys.exit(2)
-if signal.getsignal(signal.SIGINT) is _hold_ctrl_c:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-if _interrupted:
-    raise KeyboardInterrupt  # the Ctrl-C held while the packages loaded, taken as Python takes one
 
-status = main()
+try:
+    status = main()
+except KeyboardInterrupt:
+    _end_by_ctrl_c()
 # Without the interpreter's teardown, which takes a second or two with torch and Triton loaded
 # (every file is written and closed, every child reaped and every cluster closed by now).
 sys.stdout.flush()

@@ -1,4 +1,4 @@
-"""A Ctrl-C while the grader starts stops it, wherever in its start the signal lands.
+"""A Ctrl-C stops the grader wherever it lands, and says so in a line (grader/running/ctrl_c.py).
 
 Python raises KeyboardInterrupt where a SIGINT lands. Before grader/__main__.py held the signal
 until its packages had loaded, one that landed inside numpy's start was dropped (7 of 100 `--help`
@@ -9,7 +9,11 @@ limit overruns the device command it runs in.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -42,3 +46,39 @@ def test_a_ctrl_c_anywhere_in_the_start_stops_the_grader():
             f"interrupted {at:.2f} s into a {whole:.2f} s start: exit {process.returncode}\n"
             f"{out.decode(errors='replace')[-300:]}{err.decode(errors='replace')[-1500:]}")
         assert b"usage:" not in out, "the command went on after the Ctrl-C"
+
+
+def _rows(book) -> int:
+    try:
+        with sqlite3.connect(f"file:{book}?mode=ro", uri=True, timeout=60) as db:
+            return db.execute("SELECT COUNT(*) FROM grades").fetchone()[0]
+    except sqlite3.OperationalError:  # not made yet, or its table not yet
+        return 0
+
+
+def test_a_ctrl_c_in_a_batch_says_what_is_kept_and_the_workers_say_nothing(tmp_path):
+    """As a terminal sends it: to the batch's whole process group, its Dask workers included, once
+    the batch has recorded its first grade. The batch says in one line how many grades it kept and that the same command
+    grades the rest; no worker prints a traceback; the process ends by the signal."""
+    for name in [f"student{i:02d}" for i in range(6)]:
+        shutil.copytree(REPO_ROOT / "starter", tmp_path / "class" / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.o"))  # fmt: skip
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "grader", "batch", str(tmp_path / "class"), "--out", str(out), "--device", "cpu",
+               "--workers", "2", "--assignment", "vector_add"]  # fmt: skip
+    log = tmp_path / "batch.log"
+    with open(log, "w") as sink:
+        batch = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        began = time.monotonic()
+        while _rows(out / "gradebook.sqlite") == 0:
+            assert batch.poll() is None and time.monotonic() - began < 300, "no grade recorded"
+            time.sleep(0.1)
+        os.killpg(batch.pid, signal.SIGINT)
+        batch.wait(timeout=300)
+    said = log.read_text()
+    assert batch.returncode == -signal.SIGINT, said
+    kept = re.search(r"stopped: (\d+) of 6 grades of this run are kept in the\s+gradebook", said)
+    assert kept, said
+    assert int(kept.group(1)) == _rows(out / "gradebook.sqlite"), "the line says what the gradebook holds"
+    assert "the same command grades the other" in said and said.rstrip().endswith("interrupted (Ctrl-C)"), said
+    assert "Traceback" not in said, said

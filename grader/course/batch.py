@@ -23,8 +23,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from grader.running import ctrl_c
 from grader.running import sandbox
-from grader.course import eta, intake, plan, salt
+from grader.course import eta, intake, plan, salt, worker_start
 from grader.reporting import class_table, summary
 from grader.course import outputs as course_outputs
 from grader.course import overrides
@@ -110,7 +111,8 @@ def worker_specs(device: str, workers: int | None) -> dict:
         envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} for i in range(workers or len(gpus))]
     else:
         envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers or CPU_WORKERS)]
-    options = {"nthreads": 1, "host": "127.0.0.1", "silence_logs": logging.ERROR}
+    # Each worker process ignores Ctrl-C (worker_start.py): the batch takes it and ends them.
+    options = {"nthreads": 1, "host": "127.0.0.1", "silence_logs": logging.ERROR, "preload": [worker_start.__name__]}
     return {f"{device}-{i}": {"cls": Nanny, "options": {**options, "env": env}} for i, env in enumerate(envs)}
 
 
@@ -167,9 +169,10 @@ class Engine:
         if self.client is None:
             local = {"host": "127.0.0.1", "dashboard": False, "dashboard_address": None}
             specs = worker_specs(self.device, self.workers)
-            self.cluster = SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": local},
-                                       silence_logs=logging.ERROR)  # fmt: skip
-            self.client = Client(self.cluster)
+            with ctrl_c.held():  # a cluster half started by a Ctrl-C was left for nobody to close
+                self.cluster = SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": local},
+                                           silence_logs=logging.ERROR)  # fmt: skip
+                self.client = Client(self.cluster)
         return self.client
 
     def slots(self) -> int:
@@ -198,6 +201,16 @@ class Engine:
             if part is not None:
                 part.close()
 
+    def quiet_workers(self) -> None:
+        """Before a cluster stopped by a Ctrl-C closes: its workers, busy grading, would each log
+        the scheduler's going as an error over the batch's last words. (Their event loops take
+        this while their one thread grades.)"""
+        if self.cluster is not None and self.client is not None:
+            try:
+                self.client.run(worker_start.quiet)
+            except Exception:  # noqa: BLE001 (a worker gone already logs nothing more)
+                pass
+
 
 def grade_pending(engine: Engine, tasks: list[plan.Task], book: Gradebook, salt: str,
                   console: Console) -> tuple[dict, list]:  # fmt: skip
@@ -215,18 +228,24 @@ def grade_pending(engine: Engine, tasks: list[plan.Task], book: Gradebook, salt:
     left = eta.Estimate([t.assignment.name for t in tasks], engine.slots(), limits, book.mean_seconds(engine.device))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), eta.TimeLeft(left))  # fmt: skip
-    with Progress(*columns, console=console) as progress:
-        bar = progress.add_task(f"grading on {engine.description}", total=len(tasks))
-        for future, outcome in as_completed(futures, with_results=True, raise_errors=False):
-            task = futures[future]
-            if isinstance(outcome, BaseException):  # the grader failed, not the student: no row, a rerun retries
-                faults.append(f"{task.key.student}/{task.key.assignment}: {type(outcome).__name__}: {outcome}")
-                left.finished(task.assignment.name, None)
-            else:
-                tests, environment, seconds = outcome
-                entries[task.key] = book.record(task.key, engine.device, tests, environment, seconds)
-                left.finished(task.assignment.name, seconds)
-            progress.advance(bar)
+    try:
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task(f"grading on {engine.description}", total=len(tasks))
+            for future, outcome in as_completed(futures, with_results=True, raise_errors=False):
+                task = futures[future]
+                if isinstance(outcome, BaseException):  # the grader failed, not the student: no row, a rerun retries
+                    faults.append(f"{task.key.student}/{task.key.assignment}: {type(outcome).__name__}: {outcome}")
+                    left.finished(task.assignment.name, None)
+                else:
+                    tests, environment, seconds = outcome
+                    entries[task.key] = book.record(task.key, engine.device, tests, environment, seconds)
+                    left.finished(task.assignment.name, seconds)
+                progress.advance(bar)
+    except KeyboardInterrupt:  # a TA's Ctrl-C (or a time limit's): what is kept, and how to go on
+        engine.quiet_workers()
+        console.print(plain(f"stopped: {len(entries)} of {len(tasks)} grades of this run are kept in the "
+                            f"gradebook ({book.path}); the same command grades the other {len(tasks) - len(entries)}"))
+        raise
     return entries, faults
 
 

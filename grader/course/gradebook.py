@@ -61,6 +61,7 @@ class Entry:
 class Gradebook:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         # The default rollback journal (not WAL) is what stays safe on the network filesystems of clusters.
         self.connection = sqlite3.connect(path, timeout=30)
         with self.connection:
