@@ -16,6 +16,7 @@ from grader.running.orphans import children
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import measurements  # noqa: E402
+import steady_grade  # noqa: E402
 
 
 def test_the_phases_line_is_read_whole_notes_with_parentheses_and_semicolons_included():
@@ -81,3 +82,18 @@ def test_a_class_stopped_at_its_limit_is_graded_on_in_the_next_command(tmp_path)
     early = subprocess.run([*tool, "summary", "--dir", str(tmp_path), "--device", "cpu"], capture_output=True, text=True,
                            timeout=300)  # fmt: skip
     assert early.returncode == 2 and "2 grades so far" in early.stdout, early.stdout + early.stderr
+
+
+def test_a_gradings_benchmark_seconds_are_summed_per_assignment():
+    """tools/steady_grade.py: where each assignment's benchmarks spent their seconds, from the
+    results JSON alone (the timed calls' GPU time from the samples, the rest from the child's account)."""
+    def bench(assignment: str, seconds: float, harness: dict | None) -> dict:
+        metrics = {"samples": 40, "student_ms": 1.0, "baseline_ms": 1.5, "seconds": seconds, "harness_s": harness}
+        return {"extra_data": {"assignment": assignment, "kind": "performance", "metrics": metrics}}
+
+    results = {"tests": [bench("softmax", 0.6, {"inputs": 0.1, "calls": 0.3}), bench("softmax", 0.5, {"calls": 0.2}),
+                         bench("gelu", 0.4, None),
+                         {"extra_data": {"assignment": "gelu", "kind": "correctness", "metrics": {"seconds": 9.0}}}]}  # fmt: skip
+    assert steady_grade.benchmark_seconds(results) == {
+        "gelu": {"benchmarks": 1, "seconds": 0.4, "timed": 0.1, "harness_s": {}},
+        "softmax": {"benchmarks": 2, "seconds": 1.1, "timed": 0.2, "harness_s": {"inputs": 0.1, "calls": 0.5}}}

@@ -60,6 +60,18 @@ def test_the_warm_ups_seconds_are_shown_as_the_child_said_them_within_reason():
     assert judging.speed_metrics(_outcome(0.125, 0.150), TRAFFIC)["warmup_s"] is None
 
 
+def test_where_the_harness_spent_its_seconds_is_shown_by_known_names_within_reason():
+    """The child's account of a benchmark's host seconds by what they did (messages/reports.py
+    HARNESS_PARTS) is untrusted data too: only the names the harness uses, each bounded and finite."""
+    honest, hostile = _outcome(0.125, 0.150), _outcome(0.125, 0.150)
+    honest.harness_s = {"inputs": 0.25, "calls": 1.23456, "checks": 0.5, "profile": 0.1}
+    hostile.harness_s = {"inputs": float("nan"), "calls": -2.0, "checks": 1e300, "<script>": 9.0}
+    assert judging.speed_metrics(honest, TRAFFIC)["harness_s"] == {"inputs": 0.25, "calls": 1.235, "checks": 0.5,
+                                                                   "profile": 0.1}  # fmt: skip
+    assert judging.speed_metrics(hostile, TRAFFIC)["harness_s"] == {"calls": 0.0, "checks": 1e5}
+    assert judging.speed_metrics(_outcome(0.125, 0.150), TRAFFIC)["harness_s"] is None
+
+
 def test_a_time_under_the_memory_roofline_is_tampering():
     metrics = judging.speed_metrics(_outcome(0.01, 0.15), TRAFFIC)  # 40 TB/s: not physics
     assert "copy bandwidth" in judging.tampering(metrics)

@@ -276,3 +276,20 @@ def test_every_call_of_torch_s_reference_is_marked_for_the_witness(monkeypatch):
     timing.measure(lambda fn, **kw: fn(**kw), student, reference, lambda seed: {"x": torch.ones(8)}, perf,
                    Tolerance(1e-5, 1e-5, 1e-5), "harness")  # fmt: skip
     assert not unmarked, f"{len(unmarked)} call(s) of the reference ran outside a window of the witness"
+
+
+def test_the_harness_accounts_for_its_repetitions_by_what_they_did(monkeypatch):
+    """The child's account of its benchmark's host seconds (shown, never judged): a repetition's
+    fresh inputs, its timed calls and its checks, each summed over the repetitions."""
+    _scripted(monkeypatch, [STEADY])
+    perf = Performance(repetitions=REPS, tiers=((100.0, 1.0),))
+
+    def slow_inputs(seed):
+        time.sleep(0.01)
+        return {"x": torch.ones(8)}
+
+    m = timing.measure(lambda fn, **kw: fn(**kw), student, baseline, slow_inputs, perf, Tolerance(1e-5, 1e-5, 1e-5),
+                       "harness")  # fmt: skip
+    assert set(m.harness_s) == {"inputs", "calls", "checks"}
+    assert m.harness_s["inputs"] >= REPS * 0.01, "each repetition's inputs, and not the warm-up's"
+    assert m.harness_s["inputs"] > m.harness_s["calls"] + m.harness_s["checks"] > 0

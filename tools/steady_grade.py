@@ -137,7 +137,29 @@ def _grading(out: Path) -> dict:
     wall = json.loads((out / "wall.json").read_text())
     return {"grading": out.name, "score": results["score"], "every_point": not lost, "lost": lost,
             "wall_s": round(wall["seconds"], 1), "ratios": ratios, "retaken": retaken,
-            "gated": f"{sum(gated)} of {len(gated)}", "phases": results["extra_data"].get("phases", "")}  # fmt: skip
+            "gated": f"{sum(gated)} of {len(gated)}", "phases": results["extra_data"].get("phases", ""),
+            "benchmarks": benchmark_seconds(results)}  # fmt: skip
+
+
+def benchmark_seconds(results: dict) -> dict:
+    """Per assignment, where its benchmarks' seconds went: in all (`seconds`, the timed phase's
+    exclusive hold but for its child's start), the timed calls' own GPU time (`timed`: each sample's
+    event time, the student's and torch's), and the child's account of the rest (`harness_s`)."""
+    found: dict[str, dict] = {}
+    for test in results["tests"]:
+        metrics = test["extra_data"].get("metrics", {})
+        if test["extra_data"].get("kind") != "performance" or "samples" not in metrics:
+            continue
+        mine = found.setdefault(test["extra_data"]["assignment"], {"benchmarks": 0, "seconds": 0.0, "timed": 0.0,
+                                                                    "harness_s": {}})  # fmt: skip
+        mine["benchmarks"] += 1
+        mine["seconds"] += metrics.get("seconds") or 0.0
+        mine["timed"] += metrics["samples"] * (metrics["student_ms"] + metrics["baseline_ms"]) / 1e3
+        for name, seconds in (metrics.get("harness_s") or {}).items():
+            mine["harness_s"][name] = mine["harness_s"].get(name, 0.0) + seconds
+    return {name: {**figures, "seconds": round(figures["seconds"], 2), "timed": round(figures["timed"], 2),
+                   "harness_s": {k: round(v, 2) for k, v in figures["harness_s"].items()}}
+            for name, figures in sorted(found.items())}  # fmt: skip
 
 
 def compare(folder: Path, kept: Path | None = None) -> tuple[dict, bool]:

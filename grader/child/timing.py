@@ -67,6 +67,7 @@ _synchronize = torch.cuda.synchronize
 _current_stream = torch.cuda.current_stream
 _spin = torch.cuda._sleep
 _perf_counter = time.perf_counter
+now = _perf_counter  # the harness's clock, for its own account of where a benchmark's time went
 
 
 @dataclass
@@ -83,6 +84,9 @@ class Measured:
     gate: Gate | None = None  # the stretch's gate, where one holds it (None: a busy wait in front of it)
     gated: bool = False  # the kept samples were timed behind the gate
     warmup_s: list[float] = field(default_factory=list)  # the warm-up's host seconds: the student's calls, torch's
+    # The repetitions' host seconds by what they did (messages/reports.py HARNESS_PARTS): a benchmark
+    # of tiny kernels spent about 10 ms a repetition beyond its timed calls' GPU time (2026-12-03).
+    harness_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("inputs", "calls", "checks"), 0.0))
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -176,10 +180,15 @@ def agrees(out: object, expected: object, tolerance: Tolerance) -> tuple[bool, s
 
 
 def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, flush, harness, reps) -> None:
+    spent = m.harness_s
     for rep in range(reps):
         seed = secrets.randbits(62)
+        began = _perf_counter()
         with record_function(harness):
             inputs = make_inputs(seed)
+            _synchronize()  # the inputs' own GPU time is theirs, not the first call's (which waits for it)
+        spent["inputs"] += _perf_counter() - began
+        began = _perf_counter()
         outs = {}
         order = (("student", student), ("baseline", baseline))
         for who, fn in order if rep % 2 == 0 else reversed(order):
@@ -192,6 +201,8 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
             timings.event_ms.append(event_ms)
             timings.hidden_ms.append(hidden_ms)
             timings.windows.append(window)
+        spent["calls"] += _perf_counter() - began
+        began = _perf_counter()
         with record_function(harness):
             ok, detail = agrees(outs["student"], outs["baseline"], tolerance)
             m.checks.append(CallCheck(len(m.checks), ok, detail))
@@ -199,6 +210,7 @@ def _round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, f
             if secrets.randbelow(m.seen) == 0:  # reservoir sampling: each call equally likely, decided after it ran
                 m.kept, m.kept_seed = outs["student"], seed
         del outs, inputs
+        spent["checks"] += _perf_counter() - began
 
 
 def _steady_round(m: Measured, call, student, baseline, make_inputs, perf, tolerance, flush, harness) -> None:

@@ -282,17 +282,23 @@ class Worker:
         def make_inputs(seed: int) -> dict:
             return cases.make_inputs(self.assignment, part, case, seed, self.device)
 
+        began = timing.now()
         if not self.copy_gbps:  # this process's first benchmark: the GPU may have idled at the gate
             timing.settle(timing.l2_flush_buffer(torch.device(self.device)))
             self.copy_gbps = timing.copy_bandwidth(torch.device(self.device))
+        first = timing.now() - began
         with TimingMonitor(self.root) as session, torch.no_grad():
             measured = timing.measure(call, entry, baseline, make_inputs, part.performance,
                                       part.tolerance_for(case.dtype), session.harness)  # fmt: skip
-        report = BenchReport(measured.student, measured.baseline, session.activity(), measured.checks,
+            began = timing.now()
+        activity = session.activity()
+        spent = {**measured.harness_s, "first": first, "profile": timing.now() - began}
+        report = BenchReport(measured.student, measured.baseline, activity, measured.checks,
                              measured.remeasured, measured.disturbed_retakes, measured.retaken, measured.gated,
                              kept_seed=measured.kept_seed,
                              copy_gbps=self.copy_gbps,
-                             device_name=torch.cuda.get_device_name(), warmup_s=measured.warmup_s)  # fmt: skip
+                             device_name=torch.cuda.get_device_name(), warmup_s=measured.warmup_s,
+                             harness_s=spent)  # fmt: skip
         kept = measured.kept
         if type(kept) is torch.Tensor:
             # A copy of the harness's own, on the GPU (a tenth of a millisecond): it is sent only
@@ -301,6 +307,7 @@ class Worker:
             kept = kept.detach().clone()
         del measured
         if part.shown:
+            began = timing.now()
             try:
                 with torch.no_grad():
                     report.shown = timing.shown_baseline(cases.function(self.assignment, part.shown.function),
@@ -308,6 +315,7 @@ class Worker:
                                                          part.tolerance_for(case.dtype), session.harness)  # fmt: skip
             except Exception as error:  # shown, never graded: its failure is only reported
                 report.shown_error = f"{type(error).__name__}: {error}"[:500]
+            spent["shown"] = timing.now() - began
         report.kept = Observation(self.save(task, "kept", kept, later=True))
         return report
 

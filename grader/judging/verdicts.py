@@ -16,7 +16,8 @@ import torch
 from grader.assignment import cases, output_sizes
 from grader.judging import diagnosis, integrity, numerics, steadiness
 from grader.running.child_run import OutputFile
-from grader.messages.reports import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
+from grader.messages.reports import (HARNESS_PARTS, Activity, BenchReport, CaseReport, Failure, Followup, Observation,
+                                     Outcome)
 from grader.judging.numerics import Verdict
 from grader.assignment.spec import Assignment, Case, Part
 from grader.witness import judge as witness_judge
@@ -262,6 +263,8 @@ def speed_metrics(report: BenchReport, traffic: dict) -> dict:
         "roofline_share": gbps / report.copy_gbps if report.copy_gbps else None,
         "device_name": report.device_name,
         "warmup_s": [round(min(max(x, 0.0), 1e5), 3) for x in report.warmup_s[:2] if math.isfinite(x)] or None,  # shown
+        "harness_s": {name: round(min(max(x, 0.0), 1e5), 3) for name in HARNESS_PARTS
+                      if math.isfinite(x := report.harness_s.get(name, math.nan))} or None,  # fmt: skip  # shown
     }
 
 

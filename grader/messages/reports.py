@@ -202,6 +202,13 @@ class CallCheck:
     detail: str = ""
 
 
+# Where a benchmark's host seconds went, as the timing child tells it (shown, never judged): the
+# repetitions' fresh inputs, their timed calls (the L2 flush, the gate and the synchronizations
+# around each), the checks of their outputs; the process's first benchmark's settling of the GPU;
+# the profile's reading; a shown baseline's own timing.
+HARNESS_PARTS = ("inputs", "calls", "checks", "first", "profile", "shown")
+
+
 @dataclass
 class BenchReport:
     student: Timings
@@ -219,6 +226,7 @@ class BenchReport:
     shown_error: str = ""  # why it did not
     device_name: str = ""
     warmup_s: list[float] = field(default_factory=list)  # the warm-up's seconds (the student's calls, torch's): shown
+    harness_s: dict[str, float] = field(default_factory=dict)  # where the rest went, by HARNESS_PARTS: shown
 
 
 @dataclass
