@@ -82,3 +82,53 @@ def test_a_ctrl_c_in_a_batch_says_what_is_kept_and_the_workers_say_nothing(tmp_p
     assert int(kept.group(1)) == _rows(out / "gradebook.sqlite"), "the line says what the gradebook holds"
     assert "the same command grades the other" in said and said.rstrip().endswith("interrupted (Ctrl-C)"), said
     assert "Traceback" not in said, said
+
+
+HELD = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+from grader.running.ctrl_c import held
+
+def ctrl_c():
+    os.kill(os.getpid(), signal.SIGINT)
+
+said = []
+try:
+    with held():
+        ctrl_c()
+        said.append("went on")
+except KeyboardInterrupt:
+    said.append("taken at the end")
+try:
+    with held():
+        ctrl_c()
+        ctrl_c()
+        said.append("went on past a second")
+except KeyboardInterrupt:
+    said.append("second taken at once")
+try:
+    with held():
+        ctrl_c()
+        raise RuntimeError("a worker took it too")
+except KeyboardInterrupt as stop:
+    said.append(f"failure after it taken as it ({type(stop.__cause__).__name__})")
+try:
+    with held():
+        raise RuntimeError("no Ctrl-C")
+except RuntimeError:
+    said.append("failure without one is itself")
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+with held():
+    ctrl_c()
+said.append("ignored stays ignored")
+print(said)
+"""
+
+
+def test_a_held_ctrl_c_is_taken_when_the_block_ends_and_a_second_at_once():
+    ran = subprocess.run([sys.executable, "-c", HELD], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == str(["went on", "taken at the end", "second taken at once",
+                                      "failure after it taken as it (RuntimeError)", "failure without one is itself",
+                                      "ignored stays ignored"]), ran.stdout + ran.stderr  # fmt: skip
