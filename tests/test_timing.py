@@ -19,7 +19,7 @@ from conftest import requires_gpu
 
 from grader.judging import steadiness
 from grader.child import timing
-from grader.judging.verdicts import speed_metrics, tampering
+from grader.judging.speed import speed_metrics, tampering
 from grader.messages.reports import Activity, BenchReport, Timings
 from grader.assignment.spec import Performance, Tolerance
 

@@ -18,7 +18,7 @@ Used by both: the child to decide, the parent to check what it was sent.
   a device-wide synchronize, beyond the events' stretch): a side stream's work outlasting the
   timed stream shows there, and so does a host that lost its core. It only asks for a retake; it
   takes points only where no witness recorded the child and it held in every round
-  (judging/verdicts.py).
+  (judging/speed.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ seed, computes the float64 reference and decides. Whose work it was is integrity
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 
 import torch
@@ -16,14 +15,12 @@ import torch
 from grader.assignment import cases, output_sizes
 from grader.judging import diagnosis, integrity, numerics, steadiness
 from grader.running.child_run import OutputFile
-from grader.messages.reports import (HARNESS_PARTS, Activity, BenchReport, CaseReport, Failure, Followup, Observation,
-                                     Outcome)
+from grader.messages.reports import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.judging.numerics import Verdict
+from grader.judging.speed import median, speed_metrics, tampering
 from grader.assignment.spec import Assignment, Case, Part
 from grader.witness import judge as witness_judge
 
-FLOOR_FRACTION = 0.5  # a time under half the memory roofline is not physics, it is tampering
-COMPUTE_BOUND_INTENSITY = 10.0  # FLOPs per byte
 # Slack on a peak-memory limit: torch's allocator hands out blocks of 512 bytes at least, so a
 # call with a few small buffers (a row statistic of a 1 x 1 x 1 x 64 attention) must not fail by
 # the allocator's rounding. 64 KiB is a hundred such blocks, and nothing next to a real excess.
@@ -221,78 +218,13 @@ def memory(part: Part, inputs: dict, output_bytes: int, followup: Followup, devi
                    "registers and shared memory instead of writing them out whole", figures)  # fmt: skip
 
 
-def _median(samples: list[float]) -> float:
-    return statistics.median(samples) if samples else float("nan")
-
-
-def speed_metrics(report: BenchReport, traffic: dict) -> dict:
-    """Medians, spread, achieved bandwidth and throughput, and the share of the copy roofline."""
-    student, baseline = report.student, report.baseline
-    student_ms = max(_median(student.event_ms), 1e-6)
-    baseline_ms = _median(baseline.event_ms)
-    nbytes, flops = traffic.get("bytes", 0), traffic.get("flops", 0)
-    gbps = nbytes / (student_ms * 1e-3) / 1e9
-    return {
-        "student_ms": student_ms,
-        "baseline_ms": baseline_ms,
-        "ratio": baseline_ms / student_ms,
-        "student_spread_ms": [min(student.event_ms), max(student.event_ms)],
-        "baseline_spread_ms": [min(baseline.event_ms), max(baseline.event_ms)],
-        "student_hidden_ms": _median(student.hidden_ms),
-        "baseline_hidden_ms": _median(baseline.hidden_ms),
-        "samples": len(student.event_ms),
-        "remeasured": report.remeasured,
-        "disturbed_retakes": report.disturbed_retakes,
-        "retaken": list(report.retaken),
-        "gated": report.gated,
-        # The parent's own reading of the samples it was sent (steadiness.py).
-        "student_disturbed": steadiness.disturbed_count(student.event_ms),
-        "hidden_beyond_ms": steadiness.hidden_ms(student.hidden_ms, baseline.hidden_ms, student.event_ms),
-        # The parent's own reading of every reference timing it was sent (steadiness.py).
-        "reference_disturbed": steadiness.disturbed_count(baseline.event_ms),
-        "bytes": nbytes,
-        "flops": flops,
-        "gbps": gbps,
-        "baseline_gbps": nbytes / (baseline_ms * 1e-3) / 1e9,
-        "tflops": flops / (student_ms * 1e-3) / 1e12,
-        "baseline_tflops": flops / (baseline_ms * 1e-3) / 1e12,
-        # Above this many FLOPs per byte the arithmetic units, not memory, set the pace on any
-        # current GPU (an H200's ridge is ~164 in float16, ~12 in float32 without TF32).
-        "compute_bound": bool(nbytes) and flops / nbytes > COMPUTE_BOUND_INTENSITY,
-        "copy_gbps": report.copy_gbps or None,
-        "roofline_share": gbps / report.copy_gbps if report.copy_gbps else None,
-        "device_name": report.device_name,
-        "warmup_s": [round(min(max(x, 0.0), 1e5), 3) for x in report.warmup_s[:2] if math.isfinite(x)] or None,  # shown
-        "harness_s": {name: round(min(max(x, 0.0), 1e5), 3) for name in HARNESS_PARTS
-                      if math.isfinite(x := report.harness_s.get(name, math.nan))} or None,  # fmt: skip  # shown
-    }
-
-
-def tampering(metrics: dict, witnessed: bool = False) -> str | None:
-    """Timing that physics or the host's clock says was tampered with. Host time beyond the events
-    takes points only where no witness recorded the child (the witness's record of every kernel
-    is the evidence there: witness/judge.py) and after the child took the round again for it: a
-    host that lost its core, or another process on the GPU, shows there too."""
-    floor_ms = metrics["bytes"] / (metrics["copy_gbps"] * 1e9) * 1e3 if metrics.get("copy_gbps") else 0.0
-    if metrics["student_ms"] < FLOOR_FRACTION * floor_ms:
-        return (f"{metrics['student_ms']:.4f} ms is under half the time that moving {metrics['bytes']} bytes takes at "
-                f"the device's measured copy bandwidth ({floor_ms:.4f} ms): the events did not time the real work")
-    hidden = metrics.get("hidden_beyond_ms")
-    if hidden is not None and not witnessed:
-        rounds = 1 + sum("hidden" in why for why in metrics.get("retaken", []))
-        return (f"the host waited {hidden:.3f} ms per call beyond what the CUDA events saw, in each of {rounds} "
-                "round(s) timed with the GPU to this grading alone: work ran outside the timed stream (a side "
-                "stream, or work left lazy)")  # fmt: skip
-    return None
-
-
 def witness_times(witness: witness_judge.TaskWitness, report: BenchReport) -> dict:
     """The medians of the witness's own times of the timed calls, beside the events' (shown, not
     graded: the events time, the witness checks their ratio)."""
     seen = witness_judge.timed_windows(witness, report)
     if isinstance(seen, str):
         return {}
-    return {"witness_student_ms": _median(seen["student"][1]), "witness_baseline_ms": _median(seen["baseline"][1])}
+    return {"witness_student_ms": median(seen["student"][1]), "witness_baseline_ms": median(seen["baseline"][1])}
 
 
 def timed_calls(part: Part, report: BenchReport) -> Verdict | None:
@@ -371,7 +303,7 @@ def shown_metrics(part: Part, report: BenchReport, student_ms: float) -> dict | 
     """The part's shown baseline (spec.Shown) against the student's time, or why it is missing."""
     if part.shown is None:
         return None
-    shown_ms = _median(report.shown.event_ms) if report.shown else float("nan")
+    shown_ms = median(report.shown.event_ms) if report.shown else float("nan")
     if not (math.isfinite(shown_ms) and shown_ms > 0):
         return {"label": part.shown.label, "error": report.shown_error or "it was not timed"}
     return {"label": part.shown.label, "ms": shown_ms, "ratio": shown_ms / student_ms}
