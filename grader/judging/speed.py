@@ -19,6 +19,11 @@ def median(samples: list[float]) -> float:
     return statistics.median(samples) if samples else float("nan")
 
 
+def _told_seconds(seconds: float) -> float:
+    """A finite figure of the child's account of its own seconds, as shown: bounded, to the ms."""
+    return round(min(max(seconds, 0.0), 1e5), 3)
+
+
 def speed_metrics(report: BenchReport, traffic: dict) -> dict:
     """Medians, spread, achieved bandwidth and throughput, and the share of the copy roofline."""
     student, baseline = report.student, report.baseline
@@ -56,8 +61,8 @@ def speed_metrics(report: BenchReport, traffic: dict) -> dict:
         "copy_gbps": report.copy_gbps or None,
         "roofline_share": gbps / report.copy_gbps if report.copy_gbps else None,
         "device_name": report.device_name,
-        "warmup_s": [round(min(max(x, 0.0), 1e5), 3) for x in report.warmup_s[:2] if math.isfinite(x)] or None,  # shown
-        "harness_s": {name: round(min(max(x, 0.0), 1e5), 3) for name in HARNESS_PARTS
+        "warmup_s": [_told_seconds(x) for x in report.warmup_s[:2] if math.isfinite(x)] or None,  # shown
+        "harness_s": {name: _told_seconds(x) for name in HARNESS_PARTS
                       if math.isfinite(x := report.harness_s.get(name, math.nan))} or None,  # fmt: skip  # shown
     }
 
