@@ -63,8 +63,8 @@ def _rows(book) -> int:
 
 def test_a_ctrl_c_in_a_batch_says_what_is_kept_and_the_workers_say_nothing(tmp_path):
     """As a terminal sends it: to the batch's whole process group, its Dask workers included, once
-    the batch has recorded its first grade. The batch says in one line how many grades it kept and that the same command
-    grades the rest; no worker prints a traceback; the process ends by the signal."""
+    the batch has recorded its first grade. The batch says in one line how many grades it kept and
+    that the same command grades the rest; no worker prints a traceback; the process ends by the signal."""
     for name in [f"student{i:02d}" for i in range(6)]:
         shutil.copytree(REPO_ROOT / "starter", tmp_path / "class" / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.o"))  # fmt: skip
