@@ -201,12 +201,16 @@ class Engine:
             if part is not None:
                 part.close()
 
-    def quiet_workers(self) -> None:
+    def quiet(self, futures) -> None:
         """Before a cluster stopped by a Ctrl-C closes: its workers, busy grading, would each log
-        the scheduler's going as an error over the batch's last words. (Their event loops take
-        this while their one thread grades.)"""
+        the scheduler's going as an error over the batch's last words (their event loops take
+        this while their one thread grades), and this client the results it was still fetching.
+        The futures are cancelled so that no fetch starts. (This process first: its scheduler
+        logs a worker that went before the broadcast reached it.)"""
+        worker_start.quiet()
         if self.cluster is not None and self.client is not None:
             try:
+                self.client.cancel(list(futures))
                 self.client.run(worker_start.quiet)
             except Exception:  # noqa: BLE001 (a worker gone already logs nothing more)
                 pass
@@ -242,7 +246,7 @@ def grade_pending(engine: Engine, tasks: list[plan.Task], book: Gradebook, salt:
                     left.finished(task.assignment.name, seconds)
                 progress.advance(bar)
     except KeyboardInterrupt:  # a TA's Ctrl-C (or a time limit's): what is kept, and how to go on
-        engine.quiet_workers()
+        engine.quiet(futures)
         console.print(plain(f"stopped: {len(entries)} of {len(tasks)} grades of this run are kept in the "
                             f"gradebook ({book.path}); the same command grades the other {len(tasks) - len(entries)}"))
         raise

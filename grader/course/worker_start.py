@@ -20,6 +20,10 @@ def dask_setup(worker) -> None:
 
 
 def quiet() -> None:
-    """Run on each worker (`Client.run`) by a batch stopped by a Ctrl-C, before it closes the
-    cluster: a worker busy grading would log the scheduler's going as an error."""
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    """Run on each worker (`Client.run`), and in the batch itself, by a batch stopped by a Ctrl-C
+    before it closes the cluster: a worker busy grading would log the scheduler's going as an
+    error, and the batch's client a result it was still fetching from a worker that went first
+    (tornado logs that one, an asyncio callback's error). Dask gives some of its loggers levels
+    of their own, so the process's logging is turned down as a whole: nothing it logs matters
+    once the batch has said what it kept."""
+    logging.disable(logging.ERROR)
