@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import shutil
-import tempfile
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.running import compile_cache, hidden_runs, isolation, launchers, overlap, precompile, sandbox, submission_files
+from grader.running.workdirs import Workdir
 from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
@@ -70,9 +69,15 @@ class AssignmentGrading:
         self.assignment, self.settings = assignment, settings
         self.device = settings.device
         self.budget = Budget(settings.timeout_s or assignment.timeout_for(self.device))
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"grade-{assignment.name}-"))
+        # Held while this grading lives; a killed grading's is removed by the next (workdirs.py).
+        self.scratch = Workdir(assignment.name)
+        self.workdir = self.scratch.path
         self.copy_root = self.workdir / "submission"
-        submission_files.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
+        try:
+            submission_files.copy_submission(submission / assignment.name, self.copy_root / assignment.name)
+        except BaseException:
+            self.scratch.remove()
+            raise
         links = submission_files.links_in(submission / assignment.name)
         self.links_note = (f" Links are not followed, and the submission has {len(links)}: {', '.join(links[:5])}; "
                            "hand in the files themselves." if links else "")  # fmt: skip
@@ -373,7 +378,7 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
     try:
         return grading.run(), grading.phases
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)  # outputs of large cases weigh gigabytes
+        grading.scratch.remove()  # outputs of large cases weigh gigabytes
 
 
 def grade_submission(submission: Path, assignments: list[Assignment], settings: Settings) -> Grade:

@@ -120,7 +120,7 @@ def test_ten_megabytes_of_output_are_truncated_and_the_grade_is_normal(tmp_path)
         tasks = grading.case_tasks(assignment.parts[0])
         run = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view, 120)
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
     assert run.finished and not any(isinstance(d.outcome, Failure) for d in run.outcomes.values())
     for text in (run.stdout, run.stderr):
         assert len(text) < 2 * child_run.CAPTURE_BYTES + 200 and "bytes of output left out" in text
@@ -441,7 +441,7 @@ def test_a_child_started_ahead_waits_for_its_job_and_counts_none_of_its_siblings
         unused.discard()
         assert unused.process.returncode is not None and unused.process.pid not in isolation._live_children
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
 
 
 def _maps_torch(pid: int) -> bool:
@@ -470,7 +470,7 @@ def test_a_held_child_imports_only_once_it_is_let_and_its_job_lets_it_at_the_lat
         runs = [isolation.run_child(dataclasses.replace(job), grading.workdir, None, 120, gate=stages.append,
                                     spawned=child) for child in (let, unlet)]  # fmt: skip
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
     for run in runs:
         assert run.finished and len(run.outcomes) == 2, run.stderr
     assert stages.count("cuda") == stages.count("run") == 2, stages
@@ -493,7 +493,7 @@ def test_without_a_sandbox_a_child_runs_in_its_submission_folder(tmp_path):
         runs = [isolation.run_child(job, grading.workdir, None, 120), isolation.run_child(
             dataclasses.replace(job), grading.workdir, None, 120, spawned=ahead)]  # fmt: skip
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
     for run in runs:
         assert run.finished, run.stderr
         assert run.stdout.split("cwd:")[1].split()[0] == grading.job.submission_dir
