@@ -16,6 +16,7 @@ from grader.running.orphans import children
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import measurements  # noqa: E402
+import spy_summary  # noqa: E402
 import steady_grade  # noqa: E402
 
 
@@ -97,3 +98,19 @@ def test_a_gradings_benchmark_seconds_are_summed_per_assignment():
     assert steady_grade.benchmark_seconds(results) == {
         "gelu": {"benchmarks": 1, "seconds": 0.4, "timed": 0.1, "harness_s": {}},
         "softmax": {"benchmarks": 2, "seconds": 1.1, "timed": 0.2, "harness_s": {"inputs": 0.1, "calls": 0.5}}}
+
+
+def test_py_spys_samples_of_a_timing_childs_repetitions_are_counted_by_the_part_below_round():
+    """tools/spy_summary.py on raw lines as py-spy writes them: a child's command line holds ';' of
+    its own (python -c), and only the samples inside `_round` of a grading child count."""
+    child = 'process 12:"python -I -c import sys; from grader.child.main import main; main()"'
+    parent = 'process 10:"python -m grader grade"'
+    round_ = "<module> (<string>:1);run (grader/child/worker.py:330);_round (grader/child/timing.py:150)"
+    lines = [f"{parent};{child};{round_};agrees (grader/child/timing.py:120);_norms (grader/child/timing.py:140) 7",
+             f"{parent};{child};{round_};make_inputs (grader/child/worker.py:283) 3",
+             f"{parent};{child};<module> (<string>:1);run (grader/child/worker.py:330) 50",
+             f"{parent};main (grader/cli.py:10);_round (grader/child/timing.py:150) 9"]  # fmt: skip
+    below, leaves, total = spy_summary.summarize(lines, "_round")
+    assert total == 10
+    assert below == {"agrees (grader/child/timing.py:120)": 7, "make_inputs (grader/child/worker.py:283)": 3}
+    assert leaves["_norms (grader/child/timing.py:140)"] == 7
