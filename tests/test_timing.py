@@ -122,6 +122,32 @@ def test_the_timed_call_check_compares_where_torch_is_finite_and_by_the_norm():
     assert timing.agrees(theirs[:10], theirs, tolerance) == (False, "the output is not a tensor of the reference's shape")
 
 
+def test_the_quick_norms_agree_with_the_exact_ones_and_give_way_where_they_cannot_hold():
+    """timing._norms (float32 sums, three passes) against timing._finite_norms (float64, masks):
+    the same figures within far less than CHECK_SLACK's room, in every dtype the assignments
+    return; where a sum leaves float32's range, or a half type's difference overflows, or the
+    output is not floating point, the quick path says so and the exact one decides."""
+    generator = torch.Generator().manual_seed(0)
+    theirs = torch.randn(1 << 16, generator=generator)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for size in (1e-4, 1e-2, 1.0):
+            mine = theirs + size * torch.randn(theirs.shape, generator=generator)
+            quick = timing._norms(mine.to(dtype), theirs.to(dtype))
+            exact = timing._finite_norms(mine.to(dtype), theirs.to(dtype))
+            assert quick is not None and exact is not None
+            assert abs(quick[0] / quick[1] - exact[0] / exact[1]) <= 1e-3 * exact[0] / exact[1] + 1e-7, (dtype, size)
+    huge = theirs * 1e20  # a sum of squares past float32's range
+    assert timing._norms(huge, huge) is None and timing._finite_norms(huge, huge) == (0.0, pytest.approx(
+        float(torch.linalg.vector_norm(huge.double()))))  # fmt: skip
+    tolerance = Tolerance(rtol=1e-3, atol=1e-5, norm=1e-3)
+    assert timing.agrees(huge.clone(), huge, tolerance) == (True, "")
+    opposite = torch.full((8,), 60000.0, dtype=torch.float16)
+    assert timing._norms(-opposite, opposite) is None, "a float16 difference past 65504"
+    assert not timing.agrees(-opposite, opposite, tolerance)[0]
+    counts = torch.arange(100)
+    assert timing._norms(counts, counts) is None and timing.agrees(counts.clone(), counts, tolerance) == (True, "")
+
+
 def _report(m: timing.Measured) -> BenchReport:
     return BenchReport(m.student, m.baseline, Activity(), m.checks, disturbed_retakes=m.disturbed_retakes,
                        retaken=m.retaken, gated=m.gated)  # fmt: skip
