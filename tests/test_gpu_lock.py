@@ -216,7 +216,7 @@ def test_a_child_starts_before_its_gate_and_runs_student_code_after_it(tmp_path,
         quick = isolation.run_child(dataclasses.replace(grading.job, tasks=tasks), grading.workdir, grading.view,
                                     run.seconds - run.gated_s + 2.0, gate=lambda stage: time.sleep(2.5))  # fmt: skip
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
     assert run.ready and run.finished and not run.timed_out, run.stderr
     assert [stage for stage, _ in seen] == ["cuda", "run", "timed"] and run.gated_s == pytest.approx(5.0, abs=0.4)
     imported = float(run.stdout.split("imported at")[1].split()[0])
@@ -620,7 +620,7 @@ def test_verdicts_do_not_depend_on_a_timed_phase_waiting_beside_them(tmp_path, r
         try:
             results = run_tasks(grading.job, tasks, grading.workdir, grading.view, Budget(120.0), gate=gate)
         finally:
-            shutil.rmtree(grading.workdir, ignore_errors=True)
+            grading.scratch.remove()
         thread, timing_in, timing_go = waiting[0]
         assert lock.timing_waits() and not timing_in.is_set(), "the timed phase did not wait through the cases"
     assert timing_in.wait(5)
@@ -660,7 +660,7 @@ def test_a_gate_that_fails_ends_its_child_and_the_grading_hears_of_it(repo):
         with pytest.raises(OSError, match="the lock's folder is gone"):
             run_tasks(grading.job, tasks, grading.workdir, grading.view, Budget(120.0), gate=gate)
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
     assert time.monotonic() - began < 60, "the grading waited on after its gate failed"
     assert not isolation._live_children, "the child outlived its failed gate"
 

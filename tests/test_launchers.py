@@ -7,7 +7,6 @@ CudaLauncher outside the interpreter (real_jit.py), its build caught before gcc.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sysconfig
 
@@ -31,7 +30,7 @@ def _recorded(submission, name: str) -> list[Specialization]:
                                       300.0, 2)  # fmt: skip
         return sum(ahead.record(), [])  # the cases' and the benchmarks' own
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
 
 
 @pytest.mark.parametrize("name", ["vector_add", "gelu"])

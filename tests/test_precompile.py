@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -126,7 +125,7 @@ def test_what_the_pass_compiles_the_gpu_tiers_child_finds(tmp_path):
         assert len(compiles) == summary.recorded, "the pass compiled exactly what the GPU would"
         assert len(compiles) >= 2 * 3, "both configs, at lengths of every dtype and divisibility"
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
 
 
 def test_what_only_the_benchmarks_launch_compiles_while_the_cases_run(tmp_path):
@@ -152,7 +151,7 @@ def test_what_only_the_benchmarks_launch_compiles_while_the_cases_run(tmp_path):
         found = _real_jit(submission, grading.compiled)
         assert found["misses"] == 0 and found["hits"] == len(set(found["keys"])) == summary.recorded, found
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
 
 
 @requires_gpu
@@ -174,7 +173,7 @@ def test_on_a_gpu_the_graded_launches_find_what_the_pass_compiled(tmp_path, name
         assert found["misses"] == 0 and found["hits"] >= len(set(found["keys"])) > 0, found
         assert len(set(found["keys"])) == summary.recorded, (len(set(found["keys"])), summary)
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
 
 
 def test_the_cpu_tiers_child_finds_what_the_pass_compiled(tmp_path):
@@ -190,7 +189,7 @@ def test_the_cpu_tiers_child_finds_what_the_pass_compiled(tmp_path):
         assert len(grading.phases.compiles) >= 2 * 3, "both configs, at lengths of every dtype and divisibility"
         assert all(grading.phases.compiles.values()), grading.phases.compiles
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
     alone = grade_submission(submission, [assignment], Settings(device="cpu", precompile=0))
     assert "precompile" not in alone.environment["phases"]
     assert [(t.name, t.reason, t.score) for t in tests] == [(t.name, t.reason, t.score) for t in alone.tests]
@@ -208,7 +207,7 @@ def test_a_submission_that_misbehaves_in_the_pass_costs_nothing(folder):
         assert time.monotonic() - started < 20.0 + 15.0, "a hang costs the pass its limit, no more"
         assert children() <= before, "every process of the pass is gone"
     finally:
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
 
 
 def test_what_a_submission_plants_through_the_pass_is_not_kept(tmp_path):
@@ -317,7 +316,7 @@ def test_a_pass_whose_children_find_no_slot_costs_only_its_advice(tmp_path, monk
         submission = _submission(tmp_path / "student", TUNED)
         started = time.monotonic()
         summary, grading = _pass(submission, "cuda", limit_s=LIMIT_S)
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
         assert summary.recorded and summary.compiled == 0 and summary.children == 2, summary
         assert any(m.startswith("no compiling slot came free") for m in summary.missed), summary.missed
         assert not summary.complete
@@ -325,7 +324,7 @@ def test_a_pass_whose_children_find_no_slot_costs_only_its_advice(tmp_path, monk
         monkeypatch.undo()  # the pass's own two children, as every pass has them, need no slot
         monkeypatch.setenv("GRADER_GPU_LOCKS", str(tmp_path / "locks"))
         summary, grading = _pass(submission, "cuda")
-        shutil.rmtree(grading.workdir, ignore_errors=True)
+        grading.scratch.remove()
         assert summary.children == 2 and summary.complete, summary
     finally:
         holder.kill()
