@@ -7,7 +7,10 @@ CudaLauncher outside the interpreter (real_jit.py), its build caught before gcc.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 import sysconfig
 
 import pytest
@@ -44,6 +47,30 @@ def test_the_keys_are_those_tritons_launcher_class_looks_for(tmp_path, name):
     assert found["launchers"] and ours == set(found["launchers"]), (ours, found["launchers"])
 
 
+GATE = """
+import json, sys
+sys.path.insert(0, "tests")
+import real_jit, torch
+real_jit.stand_in_for_the_gpu()
+keys = real_jit.launcher_keys()
+from grader.child import gate
+gate._held[(1,)](torch.zeros(2, dtype=torch.int32), gate.TIMEOUT_NS, num_warps=1)
+print(json.dumps(keys))
+"""
+
+
+def test_the_harness_gates_launcher_is_the_one_triton_looks_for(tmp_path):
+    """The gate (grader/child/gate.py), launched as every timing child launches it, through Triton's
+    own JITFunction outside the interpreter: its launcher's key is the one built ahead."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-c", GATE], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    caught = json.loads(done.stdout.strip().splitlines()[-1])
+    assert caught == [launchers.source(list(kinds))[0] for kinds in launchers.HARNESS_KINDS]
+
+
 def test_a_pointer_of_any_element_type_makes_the_same_source():
     def spec(*types: str) -> Specialization:
         return Specialization("add", "k", "k.py", 1, [Argument(f"a{i}", t) for i, t in enumerate(types)])
@@ -73,13 +100,14 @@ def test_built_once_placed_where_triton_finds_it_and_not_built_again(tmp_path, m
     store, compiled = tmp_path / "store", tmp_path / "compiled"
     keys = launchers.build([spec, spec], store)
     utilities, _ = launchers.driver_utilities()
-    (key,) = keys - {utilities}
-    assert utilities in keys, "Triton's CUDA utilities are built beside the launchers"
+    harness = {launchers.source(list(kinds))[0] for kinds in launchers.HARNESS_KINDS}
+    (key,) = keys - {utilities} - harness
+    assert utilities in keys and harness <= keys, "Triton's CUDA utilities and the harness's are built beside them"
     library = store / key / ("__triton_launcher" + sysconfig.get_config_var("EXT_SUFFIX"))
     assert library.is_file() and library.stat().st_size > 1000
     built_at = library.stat().st_mtime_ns
     assert launchers.build([spec], store) == keys and library.stat().st_mtime_ns == built_at, "the store's is kept"
-    assert launchers.place(keys | {"0" * 64, "../x"}, compiled, store) == 2
+    assert launchers.place(keys | {"0" * 64, "../x"}, compiled, store) == 2 + len(harness)
     # Triton's own lookup in the grading's cache finds the copy, and builds nothing.
     monkeypatch.setenv("TRITON_CACHE_DIR", str(compiled))
     monkeypatch.setattr(triton_build, "_build", lambda *a, **k: pytest.fail("Triton built the launcher again"))
