@@ -28,7 +28,8 @@
 #                      the top of the profile as $OUT/profile-NAME.txt; after a grading of NAME, it profiles a warm one
 #   spy-NAME[+NAME...] grade solutions/ for those assignments (side by side) once to fill the caches, then again
 #                      under py-spy (PYSPY=path, or a py_spy wheel in .gpu-carry/), every child sampled, waits
-#                      included: $OUT/spy-....txt.gz and tools/spy_summary.py's reading of the timing children
+#                      included: $OUT/spy-NAME-....txt.gz ('+' made '-': the device tool sends back plain names) and
+#                      tools/spy_summary.py's reading of the timing children
 #   keep-steady        every steady-grade/ grading's results.json and wall.json, as $OUT/steady-grade.tgz (for
 #                      `tools/measurements.py phases`: the device sends back 8 files at most)
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
@@ -113,17 +114,17 @@ profile.disable()
 with open(sys.argv[2], 'w') as out:
     pstats.Stats(profile, stream=out).sort_stats('cumtime').print_stats(80).sort_stats('tottime').print_stats(30)
 os._exit(0)" "${step#profile-}" "$OUT/${step}.txt" > "$OUT/${step}.log" 2>&1; tail -n 3 "$OUT/${step}.log" ;;
-    spy-*) names=${step#spy-}; picks=(); for a in ${names//+/ }; do picks+=(--assignment "$a"); done
+    spy-*) names=${step#spy-}; tag=${step//+/-}; picks=(); for a in ${names//+/ }; do picks+=(--assignment "$a"); done
            spy=${PYSPY:-}
            if [ -z "$spy" ]; then
              $PY -m pip install -q --no-deps --target /tmp/py-spy .gpu-carry/py_spy-*.whl > /dev/null 2>&1; spy=/tmp/py-spy/bin/py-spy
            fi
-           $PY -m grader grade --submission solutions "${picks[@]}" --device cuda --json "$OUT/$step-first.json" \
+           $PY -m grader grade --submission solutions "${picks[@]}" --device cuda --json "$OUT/$tag-first.json" \
              --html /dev/null > /dev/null 2>&1
-           "$spy" record --subprocesses --idle --rate 250 --format raw -o "$OUT/$step.txt" -- \
-             $PY -m grader grade --submission solutions "${picks[@]}" --device cuda --json "$OUT/$step.json" \
+           "$spy" record --subprocesses --idle --rate 250 --format raw -o "$OUT/$tag.txt" -- \
+             $PY -m grader grade --submission solutions "${picks[@]}" --device cuda --json "$OUT/$tag.json" \
              --html /dev/null 2>&1 | tail -n 4
-           $PY tools/spy_summary.py "$OUT/$step.txt" | tee "$OUT/$step.summary"; gzip -f "$OUT/$step.txt" ;;
+           $PY tools/spy_summary.py "$OUT/$tag.txt" | tee "$OUT/$tag.summary"; gzip -f "$OUT/$tag.txt" ;;
     keep-steady) tar czf "$OUT/steady-grade.tgz" steady-grade/*/results.json steady-grade/*/wall.json ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
