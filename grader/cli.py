@@ -19,6 +19,7 @@ from grader.kernels import profiling
 from grader.reporting import profile_table, report, terminal
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
+from grader.running import gpu_lock
 from grader.running.gpu_lock import GpuLock
 from grader.grading import Settings, grade_submission
 from grader.reporting.results_json import write_json
@@ -97,6 +98,7 @@ def side_by_side(device: str, assignments: list) -> int:
 def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> int:
     if not args.submission.is_dir():
         raise UsageError(f"--submission {args.submission}: no such directory")
+    gpu_lock.note("grade begins")
     assignments = _assignments(args.assignment)
     device = resolve_device(args.device)
     # A folder's name is whatever the student (or their archive) called it: printed as text, not markup.
@@ -115,6 +117,7 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
     write_json(result, args.json)
     report.write_html(result, args.html)
     terminal.print_table(result, console)
+    gpu_lock.note("grade reported")
     if profile:  # each timed case once more, under Nsight Compute (advice, never the grade)
         with console.status("profiling...") as status:
             profiled = profiling.profile(result, args.submission.resolve(), assignments, device, status.update,

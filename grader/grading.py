@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import compile_cache, hidden_runs, isolation, launchers, overlap, precompile, sandbox, submission_files
+from grader.running import (compile_cache, gpu_lock, hidden_runs, isolation, launchers, overlap, precompile, sandbox,
+                            submission_files)
 from grader.running.workdirs import Workdir
 from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
@@ -66,6 +67,7 @@ def _gpu_lock(grading) -> GpuLock | None:
 
 class AssignmentGrading:
     def __init__(self, assignment: Assignment, submission: Path, settings: Settings):
+        gpu_lock.note(f"{assignment.name} begins")
         self.assignment, self.settings = assignment, settings
         self.device = settings.device
         self.budget = Budget(settings.timeout_s or assignment.timeout_for(self.device))
@@ -118,7 +120,8 @@ class AssignmentGrading:
         self.job.libraries = cuda_build.private_copies(builds, self.libraries)
         # After the builds: a child's sandbox binds the libraries they made.
         first = self.spawn_correctness(builds)
-        timer = self.spawn_timer(held=first is not None)
+        timer = self.spawn_timer(builds, held=first is not None)
+        gpu_lock.note(f"{self.assignment.name} children started")
         try:
             if first is not None:  # the kernels it will launch, compiled in parallel (running/precompile.py)
                 precompile.ahead_of(self)
@@ -137,6 +140,7 @@ class AssignmentGrading:
                 launchers.remember(self.kept, self.launcher_keys)
             except OSError:
                 pass  # kept or not, the grade stands: a later grading compiles again
+        gpu_lock.note(f"{self.assignment.name} ends")
         return tests
 
     def spawn_correctness(self, builds: dict[str, cuda_build.Build]) -> isolation.Spawned | None:
@@ -155,22 +159,47 @@ class AssignmentGrading:
             return None
         return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, "torch")
 
-    def spawn_timer(self, held: bool = False) -> isolation.Spawned | None:
+    def spawn_timer(self, builds: dict[str, cuda_build.Build], held: bool = False) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
-        (and torch.compile's modules where a compiled baseline is shown) while the correctness
-        cases run, so a timed phase does not wait for its child's start (5-15 s on an
-        H100). It waits for its job, which only names the parts whose correctness passed. On a
+        (and torch.compile's modules where a compiled baseline is shown) and makes its harness
+        ready, CUDA and the baselines' first calls included, while the correctness cases run
+        (isolation.start_ahead), so a timed phase does not wait for its child's start (5-15 s on
+        an H100). Its tasks follow: the benchmarks of the parts whose correctness passed. On a
         GPU shared with other workers, and `held`, it imports only once the correctness child has
         (`isolation.importing_after`): at a class's start every worker's two children had imported torch at
         once, the first correctness child was up 8.6 s after its start (an H200, 16 cores, eight
         workers; 2.9 s alone), and no student timed before 25 s."""
-        benched = [part for part in self.assignment.parts if part.benchmarks]
+        benched = [part for part in self.assignment.parts
+                   if part.benchmarks and not self.lacks_file(part) and not self.unbuilt(part, builds)]  # fmt: skip
         if self.device != "cuda" or not benched:
             return None
         preload = "compile" if any(part.shown and part.shown.compiled for part in benched) else "torch"
         shared = _gpu_lock(self) is not None
-        return isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, timed=True,
-                               held=held)  # fmt: skip
+        timer = isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, timed=True,
+                                held=held)  # fmt: skip
+        # Its start's warm-up needs only each benchmark's part, shape and seed: not its output's size.
+        tasks = [self.task(part, "bench", i, case, sized=False) for part in benched for i, case in enumerate(part.benchmarks)]
+        isolation.start_ahead(timer, dataclasses.replace(self.job, tasks=tasks), self.starting_gate())
+        return timer
+
+    def starting_gate(self) -> Callable[[str], None] | None:
+        """The gate of a timing child started ahead (isolation.start_ahead), where the GPU is shared:
+        beside the others while it starts CUDA and calls the baselines, as any child's start
+        (`gpu`), until its harness is up. Called on the thread that reads the child."""
+        lock = _gpu_lock(self)
+        if lock is None:
+            return None
+        held = ExitStack()
+
+        def gate(stage: str) -> None:
+            if stage != "cuda":  # "ready" or "gone": the start is over
+                held.close()
+                return
+            waited = held.enter_context(lock.beside(f"{self.assignment.name} timing cuda start"))
+            self.budget.deadline += waited
+            self.phases.add("waiting", waited)
+
+        return gate
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
@@ -183,6 +212,7 @@ class AssignmentGrading:
         missing = {part.name: failure("missing_file", missing_file_message(self.cwd / part.file) + self.links_note)
                    for part in self.assignment.parts if self.lacks_file(part)}  # fmt: skip
         precompile.cases_compiled(self)  # the pass's first wave (ahead_of) compiled while the cases were sized
+        gpu_lock.note(f"{self.assignment.name} cases sized and compiled ahead")
         built = compile_cache.launchers(self.compiled)
         with self.gpu("correctness") as gate:
             gate = isolation.importing_after(gate, timer)
@@ -192,10 +222,12 @@ class AssignmentGrading:
             results = hidden_runs.visible_then_hidden(run, [t for t in tasks if t.part not in missing], self.assignment,
                                                       self.compiled, self.workdir, first)  # fmt: skip
         self.phases.launchers["correctness"] = len(compile_cache.launchers(self.compiled) - built)
+        gpu_lock.note(f"{self.assignment.name} cases run")
         results.update({t.id: missing[t.part] for t in tasks if t.part in missing})
         with self.judging():
             judged = {part.name: self.case_verdicts(part, builds.get(part.name), tasks, results)
                       for part in self.assignment.parts}  # fmt: skip
+        gpu_lock.note(f"{self.assignment.name} cases judged")
         timed = self.time_parts({name: [v for _, v in found] for name, found in judged.items()}, timer)
         tests: list[TestResult] = []
         for part in self.assignment.parts:  # every verdict is in: no GPU work is left
@@ -332,8 +364,9 @@ class AssignmentGrading:
     def unbuilt(part: Part, builds: dict[str, cuda_build.Build]) -> bool:
         return part.is_cuda and builds[part.name].library is None
 
-    def task(self, part: Part, kind: str, index: int, case: Case, repeats: int = 1) -> Task:
-        cap = 2 * output_sizes.output_bytes(self.assignment, part, case) + (1 << 20)
+    def task(self, part: Part, kind: str, index: int, case: Case, repeats: int = 1, sized: bool = True) -> Task:
+        """A case's or benchmark's task; `sized`: with the cap on its output that its size sets."""
+        cap = 2 * output_sizes.output_bytes(self.assignment, part, case) + (1 << 20) if sized else 0
         seed = self.seed(part, "case", index)
         return Task(task_id(part.name, kind, index), part.name, kind, index, seed, repeats, cap)
 

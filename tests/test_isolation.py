@@ -476,6 +476,72 @@ def test_a_held_child_imports_only_once_it_is_let_and_its_job_lets_it_at_the_lat
     assert stages.count("cuda") == stages.count("run") == 2, stages
 
 
+def test_a_child_started_ahead_is_up_before_its_tasks_and_runs_only_those_it_is_given(tmp_path):
+    """A timing child started ahead (isolation.start_ahead, grading.spawn_timer) makes its harness
+    ready with every task it may be given, holding the GPU beside the others only while it starts
+    ("cuda" to "ready"); its tasks come later, the ones the parent chose, and it takes the
+    phase's hold ("run") only then. Its start is `start` in the phases, not the phase's time."""
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, REPO_ROOT / "solutions", Settings(device="cpu"))
+    every = grading.case_tasks(assignment.parts[0])
+    started, phase = [], []
+    try:
+        child = isolation.spawn(grading.job, grading.workdir, grading.view, True, grading.compiled, "torch")
+        isolation.start_ahead(child, dataclasses.replace(grading.job, tasks=every), started.append)
+        assert child.ahead.channel.up.wait(timeout=120), "the child started ahead never said it was up"
+        assert child.ahead.run.ready and started == ["cuda", "ready"], started
+        time.sleep(1.0)  # waiting for its tasks is no part of its start
+        chosen = every[1:3]
+        run = isolation.run_child(dataclasses.replace(grading.job, tasks=chosen), grading.workdir, grading.view, 120,
+                                  gate=phase.append, compiled=grading.compiled, spawned=child)  # fmt: skip
+    finally:
+        grading.scratch.remove()
+    assert run.finished, run.stderr
+    assert sorted(run.outcomes) == sorted(t.id for t in chosen), "it ran other tasks than those it was given"
+    assert not any(isinstance(done.outcome, Failure) for done in run.outcomes.values())
+    assert phase == ["run", "timed"], phase
+    phases = tasks.Phases()
+    phases.add_child("timing", run)
+    assert phases["start"] == pytest.approx(run.ready_s) and 0 < run.ready_s
+    assert phases["timing"] < run.seconds + 0.01 and run.seconds < 60, (phases, run.seconds)
+
+
+def test_a_child_started_ahead_that_dies_in_its_start_lets_go_of_the_gpu(tmp_path):
+    """Where the child dies while it starts CUDA (killed here as its gate opens), the hold its
+    start took goes with it ("gone"), before its tasks come: a timed phase can take the GPU; and
+    its run says no student code ran."""
+    from grader.running.gpu_lock import GpuLock
+
+    lock = GpuLock(tmp_path / "locks", "0")
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, REPO_ROOT / "solutions", Settings(device="cpu"))
+    stages, held = [], []
+    try:
+        child = isolation.spawn(grading.job, grading.workdir, grading.view, True, grading.compiled, "torch")
+
+        def gate(stage: str) -> None:
+            stages.append(stage)
+            if stage == "cuda":
+                held.append(lock.beside("start"))
+                held[-1].__enter__()
+                child.watchdog.kill_all()  # it dies as it starts CUDA
+            else:
+                held.pop().__exit__(None, None, None)
+
+        isolation.start_ahead(child, dataclasses.replace(grading.job, tasks=grading.case_tasks(assignment.parts[0])),
+                              gate)  # fmt: skip
+        assert child.ahead.channel.up.wait(timeout=120)
+        child.ahead.channel.join(timeout=30)
+        assert stages == ["cuda", "gone"] and not held, stages
+        with lock.exclusive("a timed phase") as waited:
+            assert waited < 5
+        run = isolation.run_child(dataclasses.replace(grading.job, tasks=grading.case_tasks(assignment.parts[0])),
+                                  grading.workdir, grading.view, 120, gate=stages.append, spawned=child)  # fmt: skip
+    finally:
+        grading.scratch.remove()
+    assert not run.ready and not run.outcomes and stages == ["cuda", "gone"], stages
+
+
 def test_without_a_sandbox_a_child_runs_in_its_submission_folder(tmp_path):
     """Where the OS refuses the sandbox, the child's working directory is the submission's folder
     (relative paths in student code mean what they mean there), whether it starts with its job or

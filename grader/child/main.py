@@ -6,7 +6,9 @@ triggers later has a reason to do what the guard refuses; the profiler's switche
 away (switches.py), the snapshot of the harness's objects is taken next, and the guard, which
 alone keeps what the switches stood for, is installed last. The job (seeds, the signing key)
 arrives on standard input and lives only in local variables from then on: no file, argument or
-module global holds it.
+module global holds it. A timing child may be started ahead of its tasks (isolation.start_ahead):
+it makes its harness ready while the correctness cases run, then reads the tasks, then waits for
+the GPU.
 """
 
 from __future__ import annotations
@@ -191,13 +193,14 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         _wait_at_gate(int(held))
     _use_triton_key(triton_key)  # before anything compiles: every child imports Triton
     _preload(preload)
-    raw = sys.stdin.buffer.read(MAX_JOB_BYTES)
-    sys.stdin.close()
-    from grader.messages.decoding import read_job
+    raw = sys.stdin.buffer.readline(MAX_JOB_BYTES)
+    from grader.messages.decoding import read_job, read_tasks
     from grader.messages.frames import FrameWriter
     from grader.messages.reports import Hello, Imported
 
     job = read_job(raw)
+    if not job.ahead:
+        sys.stdin.close()
     writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
     job.key = ""
     del raw
@@ -282,6 +285,14 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
 
         timing.gate_ahead()  # its compile and launcher before the exclusive hold, not inside it
     writer.send(Hello("ready"))
+    if job.ahead:
+        # Started ahead (isolation.start_ahead): its start is done, beside the correctness cases; the
+        # benchmarks it runs are those of the parts that passed them, which the parent sends now.
+        chosen = sys.stdin.buffer.readline(MAX_JOB_BYTES)
+        sys.stdin.close()
+        if not chosen:
+            os._exit(0)  # nothing to time: the parent ended the wait
+        job.tasks = read_tasks(chosen)
     if job.gate_fd >= 0:
         # Student code runs only once the parent holds the GPU for this phase.
         _wait_at_gate(job.gate_fd)

@@ -13,7 +13,7 @@ from typing import Any
 
 from grader.judging.reasons import CHILD_FAILURES
 from grader.messages import job, reports, specializations
-from grader.messages.job import Job
+from grader.messages.job import Job, Task
 from grader.messages.reports import MESSAGES, OUTCOMES, Failure
 from grader.reporting.text import printable
 
@@ -45,12 +45,22 @@ def _plain(value: Any) -> Any:
 
 
 def job_json(job: Job) -> bytes:
-    return json.dumps(_plain(job)).encode()
+    """The job as one line of JSON: a child started ahead reads its tasks as a second line (`tasks_json`)."""
+    return json.dumps(_plain(job)).encode() + b"\n"
 
 
 def read_job(data: bytes) -> Job:
     """The child reads its job (trusted: the parent wrote it)."""
     return _build(Job, json.loads(data), "job")
+
+
+def tasks_json(tasks: list[Task]) -> bytes:
+    """The tasks of a child started ahead of them (Job.ahead), as the line that follows its job."""
+    return json.dumps(_plain(tasks)).encode() + b"\n"
+
+
+def read_tasks(data: bytes) -> list[Task]:
+    return _build(list[Task], json.loads(data), "tasks")
 
 
 def decode(header: bytes) -> Any:

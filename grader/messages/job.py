@@ -1,6 +1,7 @@
 """What goes into the child: one `Job` (the assignment, the submission's copy, the device, the key
-that signs every frame back) and its tasks, as JSON on the child's standard input, read once and
-closed (decoding.job_json, decoding.read_job), so no file or command-line argument holds it."""
+that signs every frame back) and its tasks, as a line of JSON on the child's standard input, read
+once and closed (decoding.job_json, decoding.read_job), so no file or command-line argument holds
+it. A timing child started ahead reads its tasks as a second line (Job.ahead)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,7 @@ class Job:
     # A recording child's shapes (running/precompile.py): per part, the inputs of each call it makes, in
     # cases.launched_on's order, so that it need not run the inputs' code on torch's meta device.
     layouts: dict[str, list[list[Input]]] = field(default_factory=dict)
+    # A timing child started ahead of its tasks (isolation.start_ahead): `tasks` are every benchmark
+    # it may be given, for its start's warm-up; the ones it runs follow as a second line, once the
+    # parent knows which parts passed their correctness cases.
+    ahead: bool = False

@@ -87,6 +87,7 @@ class ChildRun:
     ready: bool = False  # the harness was up before any student code ran
     began: float = 0.0  # time.monotonic() when the child was started
     ready_s: float | None = None  # seconds from start until the harness was up (the sandbox, torch's import), waits left out
+    ahead: bool = False  # started ahead of its tasks (isolation.start_ahead): `began`, `seconds` count from their sending
     started: list[str] = field(default_factory=list)
     task_began: dict[str, float] = field(default_factory=dict)  # time.monotonic() of each task's Start
     task_seconds: dict[str, float] = field(default_factory=dict)  # from each task's Start to its Done, on our clock
@@ -156,17 +157,29 @@ class Channel(threading.Thread):
         super().__init__(daemon=True)
         self.gpu_cap_bytes, self.open_gate = gpu_cap_bytes, open_gate
         self.file = os.fdopen(fd, "rb")
+        self.reader = frames.FrameReader(self.file, key, folder, 0, 0)
+        self.take_tasks(tasks)
+        self.run_, self.on_violation = run, on_violation
+        self.up = threading.Event()  # the harness said it was up (Hello), or the channel ended before
+        self.on_end: Callable[[], None] | None = None  # called as the reading ends, on this thread
+        self.read = 0  # frames read
+
+    def take_tasks(self, tasks: list[Task]) -> None:
+        """The tasks the child runs, and the caps they set: given at the start, or, for a child
+        started ahead (isolation.start_ahead), once its harness is up and before the child has them."""
         caps = [t.max_output_bytes for t in tasks]
-        self.reader = frames.FrameReader(self.file, key, folder, max(caps, default=0), 3 * sum(caps) + (1 << 20))
+        self.reader.payload_cap, self.reader.budget = max(caps, default=0), 3 * sum(caps) + (1 << 20)
         self.tasks = {t.id: t for t in tasks}
         self.limit = FRAMES_PER_TASK * len(tasks) + 4
-        self.run_, self.on_violation = run, on_violation
 
     def run(self) -> None:
         try:
-            for _ in range(self.limit):
-                self.take(self.reader.read())
-            raise ProtocolError("tampering", f"more than {self.limit} messages on the result channel")
+            while True:
+                frame = self.reader.read()
+                self.read += 1
+                if self.read > self.limit:
+                    raise ProtocolError("tampering", f"more than {self.limit} messages on the result channel")
+                self.take(frame)
         except EOFError:
             pass
         except ProtocolError as error:
@@ -174,6 +187,9 @@ class Channel(threading.Thread):
             self.on_violation()
         finally:
             self.file.close()
+            if self.on_end is not None:
+                self.on_end()
+            self.up.set()
 
     def take(self, frame: frames.Frame) -> None:
         message, run = frame.message, self.run_
@@ -189,6 +205,7 @@ class Channel(threading.Thread):
             run.ready, run.ready_s = True, now - run.began - run.waited(now)
             if self.open_gate is not None:
                 self.open_gate("run")
+            self.up.set()
         elif isinstance(message, Start) and message.task in self.tasks:
             run.started.append(message.task)
             run.task_began[message.task] = time.monotonic()

@@ -57,7 +57,8 @@ from typing import Callable, Iterator
 ENVIRONMENT = "GRADER_GPU_LOCKS"  # the folder of the locks, where not the default (never in a child's environment)
 DEFAULT_FOLDER = Path(tempfile.gettempdir()) / "kernel-grader-gpu-locks"
 # Where a worker appends one line per hold, to see where a shared GPU's time went (optional):
-# "exclusive|shared <asked> <got> <released>" in seconds since the epoch, the process id, and the hold's label.
+# "exclusive|shared <asked> <got> <released>" in seconds since the epoch, the process id, and the hold's label;
+# and "mark" lines, a grading's moments between its holds (`note`).
 LOG_ENVIRONMENT = "GRADER_GPU_LOCK_LOG"
 
 
@@ -190,6 +191,15 @@ def _logged(how: str, label: str) -> Iterator[Callable[[], None]]:
     finally:
         if log and len(times) == 2:
             _write_line(log, how, times[0], times[1], time.time(), label)
+
+
+def note(label: str) -> None:
+    """A moment of a grading in the hold log, where there is one ("mark", its time three times):
+    to see what a grading did between its holds."""
+    log = os.environ.get(LOG_ENVIRONMENT)
+    if log:
+        now = time.time()
+        _write_line(log, "mark", now, now, now, label)
 
 
 def _write_line(log: str, how: str, asked: float, got: float, released: float, label: str) -> None:

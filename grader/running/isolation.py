@@ -141,6 +141,7 @@ class Spawned:
     memory: memory_cgroup.Group | None = None  # its memory cgroup, removed once it has ended
     memory_verdict: tuple[str, str] | None = None  # (reason, message) when the cgroup's OOM killer ended it
     held: bool = False  # it waits on its gate before it imports anything (`let_import`)
+    ahead: Ahead | None = None  # started ahead of its tasks (`start_ahead`)
     _letting: threading.Lock = field(default_factory=threading.Lock)
 
     def let_import(self) -> None:
@@ -178,7 +179,19 @@ class Spawned:
         self.taken = True
         self.process.kill()
         self.reap()
-        os.close(self.read_fd)
+        if self.ahead is None:
+            os.close(self.read_fd)
+        else:  # its channel closes its end, and lets go of what the child's start held
+            self.ahead.channel.join(timeout=30)
+
+
+@dataclass
+class Ahead:
+    """A timing child started ahead of its tasks (`start_ahead`): what it has said so far, and the
+    thread that reads it."""
+
+    run: ChildRun
+    channel: Channel
 
 
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
@@ -246,6 +259,57 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
                    gpu_memory_gib, outputs, reader, held=held, memory=memory)  # fmt: skip
 
 
+def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = None) -> None:
+    """Send a spawned timing child its job now, with every benchmark it may be given as its tasks,
+    so that it makes its harness ready while the correctness cases run: torch's CUDA context,
+    the reference of each part called once and each shown baseline compiled, the guard
+    (child/main.py). On an H200 that took a timed phase's child 1 to 4 s, after its correctness
+    cases were judged and before it could ask for the GPU: with six assignments side by side,
+    most of the wait before the first timed phase. `gate(stage)`, where the GPU is shared, holds
+    it for the start: "cuda" as the child is about to start CUDA (it returns once the child
+    may), "ready" once its harness is up, "gone" where the child ended before that. run_child
+    then sends the benchmarks it is to run, those of the parts whose correctness passed."""
+    job = dataclasses.replace(job, ahead=True, key=child.key.hex(), channel_fd=child.write_fd, gate_fd=child.gate_fd,
+                              gpu_memory_gib=child.gpu_memory_gib)  # fmt: skip
+    run = ChildRun(ahead=True)
+
+    def open_gate(stage: str) -> None:
+        if stage == "cuda":
+            run.gates.append((time.monotonic(), None))
+            try:
+                _tell(gate, stage, run, child.watchdog)
+            finally:
+                run.gates[-1] = (run.gates[-1][0], time.monotonic())
+            if run.gate_error is None:
+                _open(child.gate_opener)
+        else:  # "run": its harness is up
+            _tell(gate, "ready", run, child.watchdog)
+
+    def ended() -> None:
+        if not run.ready:  # before its harness was up: what it held for its start goes
+            _tell(gate, "gone", run, child.watchdog)
+
+    channel = Channel(child.read_fd, child.key, child.outputs, [], run, child.watchdog.kill_all,
+                      int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
+    channel.on_end = ended if gate is not None else None
+    child.ahead = Ahead(run, channel)
+    run.began = time.monotonic()
+    channel.start()
+    _send(child.process, decoding.job_json(job), done=False)
+
+
+def _await_start(child: Spawned, timeout_s: float) -> bool:
+    """Wait for a child started ahead to be up (or gone); False where it outlived `timeout_s` plus
+    its waits at the gate, and was killed."""
+    run, channel = child.ahead.run, child.ahead.channel
+    while not channel.up.wait(timeout=1.0):
+        if time.monotonic() - run.began - run.waited(time.monotonic()) > timeout_s:
+            child.watchdog.kill_all()
+            channel.up.wait(timeout=30)
+            return False
+    return True
+
+
 def _witness(found: witness_build.Library | None, env: dict[str, str],
              preload: bool) -> tuple[int, witness_stream.Reader | None]:  # fmt: skip
     """On the GPU tier, the witness (grader/witness) for a child: its library, which CUDA loads as
@@ -289,7 +353,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     child.let_import()  # where it still waits to import: its job is here
     job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd
     job.gpu_memory_gib = child.gpu_memory_gib
-    run = ChildRun()
+    run = child.ahead.run if child.ahead is not None else ChildRun()
     process, watchdog = child.process, child.watchdog
 
     def open_gate(stage: str) -> None:
@@ -302,19 +366,27 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         finally:
             # A wait at the gate that never closed would move the child's deadline for ever.
             run.gates[-1] = (run.gates[-1][0], time.monotonic())
-        if run.gate_error is not None:
-            return
-        try:
-            os.write(child.gate_opener, b"g")
-        except OSError:
-            pass  # the child is gone: its death says why
+        if run.gate_error is None:
+            _open(child.gate_opener)
 
-    channel = Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
-                       int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
-    started = run.began = time.monotonic()
-    channel.start()
-    _send_job(process, job)
-    run.timed_out = _wait(process, started, timeout_s, run, gate is not None)
+    if child.ahead is None:
+        channel = Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
+                          int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
+        started = run.began = time.monotonic()
+        channel.start()
+        _send(process, decoding.job_json(job))
+    else:  # its harness is up (or on its way): it is given its tasks, then the GPU for them
+        channel = child.ahead.channel
+        up = _await_start(child, timeout_s)
+        run.gates.clear()  # the start's waits: from here the time limit counts the tasks' time
+        channel.open_gate, channel.on_end = (open_gate if gate is not None else None), None
+        channel.take_tasks(job.tasks)
+        started = run.began = time.monotonic()
+        _send(process, decoding.tasks_json(job.tasks))
+        run.timed_out = not up
+        if up and run.ready and gate is not None:
+            open_gate("run")
+    run.timed_out = run.timed_out or _wait(process, started, timeout_s, run, gate is not None)
     child.reap()
     out, err = child.captures
     for thread in (channel, out, err):
@@ -363,12 +435,24 @@ def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: Chil
                 return True
 
 
-def _send_job(process: subprocess.Popen, job: Job) -> None:
+def _send(process: subprocess.Popen, line: bytes, done: bool = True) -> None:
+    """A line to the child's standard input (its job, or a child's tasks that follow it), closed
+    after the last. A job fits the pipe's buffer: the write does not wait for the child to read."""
     try:
-        process.stdin.write(decoding.job_json(job))
-        process.stdin.close()
+        process.stdin.write(line)
+        process.stdin.flush()
+        if done:
+            process.stdin.close()
     except (BrokenPipeError, OSError):
         pass  # the child is already gone: its death says why
+
+
+def _open(gate_opener: int) -> None:
+    """The gate's byte: the child waiting there goes on."""
+    try:
+        os.write(gate_opener, b"g")
+    except OSError:
+        pass  # the child is gone: its death says why
 
 
 def importing_after(gate, timer: Spawned | None):

@@ -88,9 +88,10 @@ class Phases(dict):
             self.add(phase, time.monotonic() - began)
 
     def add_child(self, phase: str, run: child_run.ChildRun) -> None:
-        start = run.ready_s if run.ready_s is not None else run.seconds - run.gated_s
+        start = run.ready_s if run.ready_s is not None else (0.0 if run.ahead else run.seconds - run.gated_s)
         self.add("start", start)
-        self.add(phase, max(run.seconds - start - run.gated_s, 0.0))  # its gate's wait is `waiting`
+        # Its gate's wait is `waiting`; a child started ahead counts its seconds from its tasks' sending.
+        self.add(phase, max(run.seconds - (0.0 if run.ahead else start) - run.gated_s, 0.0))
         self.gpu_reserved_bytes = max(self.gpu_reserved_bytes, run.gpu_reserved_bytes)
         # The CPU tier's compiles for the GPU, each once, and whether Triton's cache held it already
         for done in run.outcomes.values():
