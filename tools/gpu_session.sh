@@ -30,7 +30,7 @@
 #                      under py-spy (PYSPY=path, or a py_spy wheel in .gpu-carry/), every child sampled, waits
 #                      included: $OUT/spy-NAME-....txt.gz ('+' made '-': the device tool sends back plain names) and
 #                      tools/spy_summary.py's reading of the timing children
-#   keep-steady        every steady-grade/ grading's results.json and wall.json, as $OUT/steady-grade.tgz (for
+#   keep-steady        every steady-grade/ grading's results.json, wall.json and began.json, as $OUT/steady-grade.tgz (for
 #                      `tools/measurements.py phases`: the device sends back 8 files at most)
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
 #                      are also in $OUT/steady.jsonl as it ends: a command stopped at its limit keeps them)
@@ -125,7 +125,7 @@ os._exit(0)" "${step#profile-}" "$OUT/${step}.txt" > "$OUT/${step}.log" 2>&1; ta
              $PY -m grader grade --submission solutions "${picks[@]}" --device cuda --json "$OUT/$tag.json" \
              --html /dev/null 2>&1 | tail -n 4
            $PY tools/spy_summary.py "$OUT/$tag.txt" | tee "$OUT/$tag.summary"; gzip -f "$OUT/$tag.txt" ;;
-    keep-steady) tar czf "$OUT/steady-grade.tgz" steady-grade/*/results.json steady-grade/*/wall.json ;;
+    keep-steady) tar czf "$OUT/steady-grade.tgz" steady-grade/*/results.json steady-grade/*/wall.json steady-grade/*/began.json ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
   esac
