@@ -131,3 +131,26 @@ def test_a_kept_folder_remembers_the_keys_and_nothing_else(tmp_path):
     assert launchers.remembered(kept) == {"c" * 64}
     (kept / launchers.KEYS_FILE).write_text("not json")
     assert launchers.remembered(kept) == set()
+
+
+def test_a_placed_library_replaces_the_file_and_leaves_a_loaded_one_whole(tmp_path):
+    """The precompile pass places launchers while a timing child that started ahead may have loaded
+    the same file (Triton's CUDA utilities, which every child loads as it starts CUDA): the new copy
+    takes the name by a rename, so the pages the child mapped stay what they were. Written over in
+    place, the child's mapping would change under it (this test's mapping shows the new bytes then)."""
+    import mmap
+
+    key = "ab" * 32
+    store, compiled = tmp_path / "store", tmp_path / "compiled"
+    library = store / key / launchers._file_name(launchers.UTILITIES)
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"A" * 4096)
+    assert launchers.place({key}, compiled, store) == 1
+    placed = compiled / launchers._base32(key) / library.name
+    with open(placed, "rb") as loaded:
+        mapped = mmap.mmap(loaded.fileno(), 0, prot=mmap.PROT_READ)
+    library.write_bytes(b"B" * 4096)
+    assert launchers.place({key}, compiled, store) == 1
+    assert placed.read_bytes() == b"B" * 4096, "the second placing did not take the name"
+    assert mapped[:4096] == b"A" * 4096, "the placed library was written over in place, under its loader"
+    assert [p.name for p in placed.parent.iterdir()] == [library.name], "a partial copy was left behind"

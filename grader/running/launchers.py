@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import sysconfig
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -148,14 +149,19 @@ def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
 
 def place(keys: set[str], compiled: Path, store: Path = STORE) -> int:
     """Copy each module of `keys` the store holds into a grading's compilers' cache, where Triton
-    looks for it; how many were copied."""
+    looks for it; how many were copied. Each copy takes the name by a rename, never by writing
+    over the file there: a child that loaded that library already (the timing child starts
+    beside the precompile pass) keeps the pages it mapped. Written over in place, they changed
+    under it, and it died of SIGSEGV at its first launch (H200, 2026-12-03)."""
     placed = 0
     for key in sorted(keys):
         found = [store / key / _file_name(name) for name in (NAME, UTILITIES)] if KEY.fullmatch(key) else []
         for built in (path for path in found if path.is_file()):
             folder = compiled / _base32(key)  # Triton's name for a key's folder (runtime/cache.py)
             folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(built, folder / built.name)
+            partial = folder / f".{built.name}.{os.getpid()}.{threading.get_ident()}"
+            shutil.copyfile(built, partial)
+            partial.replace(folder / built.name)
             placed += 1
     return placed
 
