@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Callable
 
 # What a grading holds on its GPU beside torch's capped allocator (assignment.toml's gpu_memory_gib):
-# its CUDA context (the child's and the judging parent's), cuBLAS's workspace, Triton's and CuPy's own buffers.
-CONTEXT_GIB = 1.5
+# its CUDA contexts (the correctness child's, the timing child's, which starts beside it, and the
+# judging parent's: 529 MiB each with torch and Triton's utilities loaded, on an H200 on 2026-12-03),
+# cuBLAS's workspace, Triton's and CuPy's own buffers.
+CONTEXT_GIB = 2.0
 
 
 def gradings_per_gpu(gpu_gib: float, caps_gib: list[float]) -> int:
