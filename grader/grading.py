@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from grader.running import (compile_cache, gpu_lock, hidden_runs, isolation, launchers, overlap, precompile, sandbox,
-                            submission_files)
+                            shown_figures, submission_files)
 from grader.running.workdirs import Workdir
-from grader.running.tasks import Budget, Phases, failure, run_tasks
+from grader.running.tasks import TIMED_PHASES, Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
 from grader.judging import scoring
@@ -161,8 +161,7 @@ class AssignmentGrading:
 
     def spawn_timer(self, builds: dict[str, cuda_build.Build], held: bool = False) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
-        (and torch.compile's modules where a compiled baseline is shown) and makes its harness
-        ready, CUDA and the baselines' first calls included, while the correctness cases run
+        and makes its harness ready, CUDA and the baselines' first calls included, while the correctness cases run
         (isolation.start_ahead), so a timed phase does not wait for its child's start (5-15 s on
         an H100). Its tasks follow: the benchmarks of the parts whose correctness passed. On a
         GPU shared with other workers, and `held`, it imports only once the correctness child has
@@ -173,9 +172,8 @@ class AssignmentGrading:
                    if part.benchmarks and not self.lacks_file(part) and not self.unbuilt(part, builds)]  # fmt: skip
         if self.device != "cuda" or not benched:
             return None
-        preload = "compile" if any(part.shown and part.shown.compiled for part in benched) else "torch"
         shared = _gpu_lock(self) is not None
-        timer = isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, preload, timed=True,
+        timer = isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, "torch", timed=True,
                                 held=held)  # fmt: skip
         # Its start's warm-up needs only each benchmark's part, shape and seed: not its output's size.
         tasks = [self.task(part, "bench", i, case, sized=False) for part in benched for i, case in enumerate(part.benchmarks)]
@@ -270,6 +268,8 @@ class AssignmentGrading:
             results = run_tasks(self.job, tasks, self.workdir, self.view, self.budget, self.phases, "timing", gate,
                                 self.compiled, timer)  # fmt: skip
         self.phases.launchers["timing"] = len(compile_cache.launchers(self.compiled) - built)
+        # The machine's figures of the shown baselines, timed once per machine (shown_figures.py).
+        shown_figures.attach(results, shown_figures.figures(self, ready), parts)
         with self.judging("timing judging", after_timing=True):
             own = self.own_kernels(self.built_kernels)
             return {task.id: scoring.with_kernels(scoring.timed(judging.judge_bench(self.assignment, parts[task.part],
@@ -347,7 +347,7 @@ class AssignmentGrading:
                     starting.enter_context(take("beside", stage=" cuda start"))
                     return
                 starting.close()
-                take("timed" if phase == "timing" else "shared")
+                take("timed" if phase in TIMED_PHASES else "shared")
                 taken.append(phase)
 
             yield gate

@@ -1,7 +1,8 @@
-"""A timing child compiles each shown torch.compile baseline before its timed phase (child/main.py
-`_warm_baselines`), so that the compile inside the phase, afresh per benchmark, finds
-inductor's graph in the grading's compiler cache instead of making it while the GPU is held alone.
-Checked on the CPU, where inductor compiles too: the same cache, the same counters."""
+"""A shown baseline's child (running/shown_figures.py) compiles each shown torch.compile baseline
+before its timed phase (child/main.py `_warm_baselines`), so that the compile inside the phase,
+afresh per benchmark, finds inductor's graph in the compiler cache instead of making it while the
+GPU is held alone; a timing child of a student's compiles none. Checked on the CPU, where
+inductor compiles too: the same cache, the same counters."""
 
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ warm, folder = sys.argv[1] == "warm", sys.argv[2]
 assignment = load_assignment(Path(folder))
 part = next(p for p in assignment.parts if p.shown and p.shown.compiled)
 index = 0
-task = SimpleNamespace(kind="bench", part=part.name, index=index, seed=7)
+task = SimpleNamespace(kind="shown", part=part.name, index=index, seed=7)
 job = SimpleNamespace(device="cuda", assignment_dir=folder, tasks=[task])
 loaded, shown = main._compiled_baselines(job, main._benchmarks(job))
 assert shown == [task] and [p.name for p in loaded.parts] == [p.name for p in assignment.parts]
+timed = SimpleNamespace(kind="bench", part=part.name, index=index, seed=7)
+assert main._compiled_baselines(SimpleNamespace(device="cuda", assignment_dir=folder, tasks=[timed]), [timed])[1] == []
 if warm:
     main._warm_baselines(loaded, [task], shown, device="cpu")
 counters.clear()

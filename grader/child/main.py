@@ -65,20 +65,22 @@ def _wait_at_gate(gate: int) -> None:
 
 
 def _benchmarks(job) -> list:
-    """A timing child's benchmarks, as tasks: none in a correctness child, nor on the CPU tier."""
-    return [task for task in job.tasks if task.kind == "bench"] if job.device == "cuda" else []
+    """A timing child's benchmarks, as tasks (a shown baseline's child's too: running/shown_figures.py):
+    none in a correctness child, nor on the CPU tier."""
+    return [task for task in job.tasks if task.kind in ("bench", "shown")] if job.device == "cuda" else []
 
 
 def _compiled_baselines(job, benchmarks: list) -> tuple[object, list]:
-    """The assignment, and those of the `benchmarks` whose part shows a compiled baseline
-    (spec.Shown); (None, []) where nothing is timed."""
+    """The assignment, and those of the `benchmarks` that time a compiled shown baseline
+    (spec.Shown; a shown baseline's child's tasks); (None, []) where nothing is timed."""
     if not benchmarks:
         return None, []
     from grader.assignment.loading import load_assignment
 
     assignment = load_assignment(Path(job.assignment_dir))
     parts = {part.name: part for part in assignment.parts}
-    return assignment, [task for task in benchmarks if parts[task.part].shown and parts[task.part].shown.compiled]
+    return assignment, [task for task in benchmarks
+                        if task.kind == "shown" and parts[task.part].shown and parts[task.part].shown.compiled]  # fmt: skip
 
 
 def _warm_baselines(assignment, benchmarks: list, compiled: list, device: str = "cuda") -> None:
@@ -91,12 +93,12 @@ def _warm_baselines(assignment, benchmarks: list, compiled: list, device: str = 
     per shape: this runs while the child holds the GPU beside other gradings, a hold no timed
     phase starts during, and with the reference called on every shape the timing children's
     starts held it 1.1-5.1 s each on an H200 (the longest, a part of eight shapes up to
-    16384 x 16384). And
+    16384 x 16384). And in a shown baseline's child (running/shown_figures.py),
     timing.shown_baseline compiles afresh for each benchmark (torch._dynamo.reset), inside the
-    timed phase: torch.compile's work then finds inductor's graphs and kernels in this grading's
-    compiler cache (TORCHINDUCTOR_CACHE_DIR) instead of making them while other students wait
-    for the GPU. The timed phase warms both up again as before; neither call here is judged: one
-    that fails here fails again there, and is reported there."""
+    timed phase: torch.compile's work then finds inductor's graphs and kernels in the compiler
+    cache (TORCHINDUCTOR_CACHE_DIR) instead of making them while other students wait for the
+    GPU. The timed phase warms both up again as before; neither call here is judged: one that
+    fails here fails again there, and is reported there."""
     import torch
 
     from grader.assignment import cases

@@ -28,7 +28,7 @@ from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module
 from grader.messages.frames import SENT_CHUNK
 from grader.messages.job import Job, Task
-from grader.messages.reports import Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Observation, Output, ProbeReport, Returned, Start  # fmt: skip
+from grader.messages.reports import Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Observation, Output, ProbeReport, Returned, Start, Timings  # fmt: skip
 from grader.assignment.loading import load_assignment
 from grader.assignment.spec import Assignment, Part
 
@@ -282,11 +282,7 @@ class Worker:
         def make_inputs(seed: int) -> dict:
             return cases.make_inputs(self.assignment, part, case, seed, self.device)
 
-        began = timing.now()
-        if not self.copy_gbps:  # this process's first benchmark: the GPU may have idled at the gate
-            timing.settle(timing.l2_flush_buffer(torch.device(self.device)))
-            self.copy_gbps = timing.copy_bandwidth(torch.device(self.device))
-        first = timing.now() - began
+        first = self.settle()
         with TimingMonitor(self.root) as session, torch.no_grad():
             measured = timing.measure(call, entry, baseline, make_inputs, part.performance,
                                       part.tolerance_for(case.dtype), session.harness)  # fmt: skip
@@ -306,21 +302,46 @@ class Worker:
             # the tensor it returned, never this one.
             kept = kept.detach().clone()
         del measured
-        if part.shown:
-            began = timing.now()
-            try:
-                with torch.no_grad():
-                    report.shown = timing.shown_baseline(cases.function(self.assignment, part.shown.function),
-                                                         part.shown.compiled, baseline, make_inputs, part.performance,
-                                                         part.tolerance_for(case.dtype), session.harness)  # fmt: skip
-            except Exception as error:  # shown, never graded: its failure is only reported
-                report.shown_error = f"{type(error).__name__}: {error}"[:500]
-            spent["shown"] = timing.now() - began
         report.kept = Observation(self.save(task, "kept", kept, later=True))
         return report
 
+    def settle(self) -> float:
+        """The process's first timing: the GPU, which may have idled at the gate, brought up to
+        speed, and the copy bandwidth measured. Its seconds (none after the first)."""
+        began = timing.now()
+        if not self.copy_gbps:
+            timing.settle(timing.l2_flush_buffer(torch.device(self.device)))
+            self.copy_gbps = timing.copy_bandwidth(torch.device(self.device))
+        return timing.now() - began
+
+    def run_shown(self, task: Task) -> BenchReport:
+        """A part's shown baseline (spec.Shown) on one benchmark's shape, timed by the protocol
+        against torch's graded baseline, in a child that runs no student code: once per machine
+        (running/shown_figures.py). Its figures go in the report's `shown`; a failure to compile
+        or time it, in `shown_error`."""
+        part = self.part(task)
+        case = part.benchmarks[task.index]
+        baseline = cases.function(self.assignment, part.baseline)
+
+        def make_inputs(seed: int) -> dict:
+            return cases.make_inputs(self.assignment, part, case, seed, self.device)
+
+        first = self.settle()
+        report = BenchReport(Timings(), Timings(), Activity(), copy_gbps=self.copy_gbps)
+        began = timing.now()
+        try:
+            with torch.no_grad():
+                report.shown = timing.shown_baseline(cases.function(self.assignment, part.shown.function),
+                                                     part.shown.compiled, baseline, make_inputs, part.performance,
+                                                     part.tolerance_for(case.dtype), "grader-shown")  # fmt: skip
+        except Exception as error:  # shown, never graded: its failure is only reported
+            report.shown_error = f"{type(error).__name__}: {error}"[:500]
+        report.harness_s = {"first": first, "shown": timing.now() - began}
+        report.device_name = torch.cuda.get_device_name()
+        return report
+
     def run(self) -> None:
-        runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe,
+        runs = {"case": self.run_case, "bench": self.run_bench, "probe": self.run_probe, "shown": self.run_shown,
                 "record": lambda task: precompile.record(self, task, call),
                 "compile": lambda task: precompile.compile_one(self, task)}  # a precompile child's (Job.precompile)
         reserved = 0

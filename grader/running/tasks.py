@@ -15,6 +15,9 @@ from grader.running import child_run, isolation
 from grader.witness import judge as witness_judge
 
 MAX_CHILDREN = 8  # processes per phase; each crash starts one more for the remaining tasks
+# Phases whose children time, and so hold the GPU alone: a student's benchmarks, and a shown
+# baseline's own child (shown_figures.py), which runs no student code.
+TIMED_PHASES = ("timing", "shown")
 
 
 class Budget:
@@ -54,8 +57,9 @@ def _unsent(run: child_run.ChildRun) -> Failure:
 class Phases(dict):
     """Seconds one grading spent in each phase: `start` (children starting: the sandbox and the
     harness's imports), `build` (nvcc), `correctness` and `timing` (the children's time after
-    their start: importing the student's file, compiling, autotuning and running); on a GPU shared
-    with other workers also `waiting`, for the GPU's lock (not counted against the time limit).
+    their start: importing the student's file, compiling, autotuning and running), `shown` where
+    it timed the machine's shown baselines (shown_figures.py); on a GPU shared with other workers
+    also `waiting`, for the GPU's lock (not counted against the time limit).
     This process's own: `sizing` (each case's output size, where no process kept them: the first
     use of torch's meta device imports its compiler modules), `judging` (the verdicts, float64
     references included) and `caches` (the kept compilers' cache restored and kept). On a GPU,
@@ -127,7 +131,7 @@ def run_tasks(job: Job, tasks: list[Task], workdir: Path, view, budget: Budget, 
         if not pending or budget.left() <= 0:
             break
         run = isolation.run_child(dataclasses.replace(job, tasks=pending), workdir, view, budget.left(), gate, compiled,
-                                  spawned, timed=phase == "timing")  # fmt: skip
+                                  spawned, timed=phase in TIMED_PHASES)  # fmt: skip
         spawned = None
         phases.add_child(phase, run)
         found = _collect(run)
