@@ -343,8 +343,8 @@ def shown_baseline(shown: Callable, compiled: bool, baseline: Callable, make_inp
     student fused), by the same protocol, interleaved with the graded baseline, after the student's
     own timing. Compiling happens in the warm-up calls, outside the numbers; each benchmark compiles
     afresh (no recompile limit, no guards left from another shape). A quarter of the repetitions and
-    no second round: the figure is shown, never graded. It is measured in the student's process,
-    so a hostile submission could disturb it: it says nothing about the grade."""
+    no second round: the figure is shown, never graded. It is measured once per machine, in a child
+    that runs no student code (running/shown_figures.py)."""
     if compiled:
         import torch._dynamo
 
