@@ -11,15 +11,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import (compile_cache, gpu_lock, hidden_runs, isolation, launchers, overlap, precompile, sandbox,
-                            shown_figures, submission_files)
+from grader.running import (compile_cache, gpu_lock, hidden_runs, holds, isolation, launchers, overlap, precompile,
+                            sandbox, shown_figures, submission_files)
 from grader.running.workdirs import Workdir
-from grader.running.tasks import TIMED_PHASES, Budget, Phases, failure, run_tasks
+from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
 from grader.judging import scoring
@@ -58,11 +57,6 @@ class Settings:
     # The precompile pass's compiling children at most (running/precompile.py); 0: no pass; None:
     # a core each but one on the GPU tier, none on the CPU tier (precompile.children_for).
     precompile: int | None = None
-
-
-def _gpu_lock(grading) -> GpuLock | None:
-    """The lock of a GPU this grading shares with other workers (None where it shares none)."""
-    return grading.settings.gpu_lock if grading.device == "cuda" else None
 
 
 class AssignmentGrading:
@@ -157,7 +151,7 @@ class AssignmentGrading:
 
         if not any(has_cases(part) for part in self.assignment.parts):
             return None
-        return isolation.spawn(self.job, self.workdir, self.view, _gpu_lock(self) is not None, self.compiled, "torch")
+        return isolation.spawn(self.job, self.workdir, self.view, holds.lock_of(self) is not None, self.compiled, "torch")
 
     def spawn_timer(self, builds: dict[str, cuda_build.Build], held: bool = False) -> isolation.Spawned | None:
         """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
@@ -172,7 +166,7 @@ class AssignmentGrading:
                    if part.benchmarks and not self.lacks_file(part) and not self.unbuilt(part, builds)]  # fmt: skip
         if self.device != "cuda" or not benched:
             return None
-        shared = _gpu_lock(self) is not None
+        shared = holds.lock_of(self) is not None
         timer = isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, "torch", timed=True,
                                 held=held)  # fmt: skip
         # Its start's warm-up needs only each benchmark's part, shape and seed: not its output's size.
@@ -181,23 +175,7 @@ class AssignmentGrading:
         return timer
 
     def starting_gate(self) -> Callable[[str], None] | None:
-        """The gate of a timing child started ahead (isolation.start_ahead), where the GPU is shared:
-        beside the others while it starts CUDA and calls the baselines, as any child's start
-        (`gpu`), until its harness is up. Called on the thread that reads the child."""
-        lock = _gpu_lock(self)
-        if lock is None:
-            return None
-        held = ExitStack()
-
-        def gate(stage: str) -> None:
-            if stage != "cuda":  # "ready" or "gone": the start is over
-                held.close()
-                return
-            waited = held.enter_context(lock.beside(f"{self.assignment.name} timing cuda start"))
-            self.budget.deadline += waited
-            self.phases.add("waiting", waited)
-
-        return gate
+        return holds.starting(self)
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
@@ -278,79 +256,11 @@ class AssignmentGrading:
                                                   results[task.id]), results[task.id], parts[task.part])
                     for task in tasks}  # fmt: skip
 
-    @contextmanager
     def judging(self, label: str = "judging", after_timing: bool = False):
-        """Judging here, in the parent, runs the float64 references on the GPU: on a GPU shared with
-        other workers it holds the lock shared, so no reference runs inside another student's timed
-        phase. A student's cases are judged beside a timed phase that waits (gpu_lock `beside`),
-        so that the student joins the queue to time at once. The outputs of a timed phase are
-        judged `after_timing`: behind the timed phase at the turnstile (the next, which waited for
-        this one's child to end: it would otherwise wait for this judging too), not behind the
-        whole queue (gpu_lock: it does not `defer`), so the judging runs beside that phase's own
-        sending. Letting the whole queue go first, a worker whose student was judged while others
-        queued went on only once the queue was empty: the students came in waves, with no one
-        ready to time in between."""
-        lock, name = _gpu_lock(self), f"{self.assignment.name} {label}"
-        hold = nullcontext() if lock is None else lock.shared(name, defer=False) if after_timing else lock.beside(name)
-        with hold as waited, self.phases.timed("judging"):
-            if lock is not None:
-                self.phases.add("waiting", waited)
-            yield
+        return holds.judging(self, label, after_timing)
 
-    @contextmanager
     def gpu(self, phase: str):
-        """A phase's hold on a GPU shared with other workers, as a gate for its children (None where
-        the GPU is not shared). A child imports torch while others use the GPU; its gate's first
-        stage ("cuda") holds the GPU shared while the child starts CUDA, so that no context starts
-        during another student's timed phase (on an H100, one that did slowed a timed 0.09 ms kernel
-        to a median of 0.11 ms), but not behind a timed phase that waits (gpu_lock `beside`: no
-        student code has run in the child yet, and its start, 0.3 to 1.6 s on an H200 beside other
-        students' work, is then not part of the phase's own hold); its second stage ("run") takes
-        the phase's own hold before any student code runs: shared while correctness runs, alone
-        while timing. The hold is kept until the phase ends (a second child of the phase passes at
-        once). A timed phase that waits lets no new correctness phase start (gpu_lock's turnstile),
-        but one under way runs its cases to the end in the same child. Ending that child between
-        two cases to let the timed phase go first (as the grader once did) changed verdicts: code
-        whose behaviour depends on what ran before it in the process then met a fresh process
-        part-way, when and only when another student was waiting to time. attorch's GELU, whose
-        kernel fails Triton's first compile in a process and passes every later one, lost its
-        first case graded alone and three cases in a class of 20 sharing an H100 (2026-11-26).
-        Waiting costs this grading none of its time limit."""
-        lock = _gpu_lock(self)
-        if lock is None:
-            yield None
-            return
-        with ExitStack() as hold:
-            starting = hold.enter_context(ExitStack())  # a child's hold while it starts CUDA
-            taken, timed = [], []  # the phase's own hold, once taken; its exclusive holds
-
-            def take(how: str, stage: str = "") -> ExitStack:
-                label = f"{self.assignment.name} {phase}{stage}"
-                stack = hold.enter_context(ExitStack())
-                if how == "timed":
-                    timed.append(stack.enter_context(lock.timed(label)))
-                    waited = timed[-1].waited
-                else:
-                    waited = stack.enter_context(lock.shared(label) if how == "shared" else lock.beside(label))
-                self.budget.deadline += waited
-                self.phases.add("waiting", waited)
-                return stack
-
-            def gate(stage: str) -> None:
-                if stage == "timed":  # a timed phase's timings are over: sending and judging its outputs are not
-                    for exclusive in timed:
-                        exclusive.share()
-                    return
-                if taken:
-                    return  # the phase holds the GPU already
-                if stage == "cuda":  # no student code has run in the child yet
-                    starting.enter_context(take("beside", stage=" cuda start"))
-                    return
-                starting.close()
-                take("timed" if phase in TIMED_PHASES else "shared")
-                taken.append(phase)
-
-            yield gate
+        return holds.phase_hold(self, phase)
 
     def build(self, part: Part) -> cuda_build.Build:
         self.settings.progress(f"{self.assignment.name}: building {part.file} with nvcc")

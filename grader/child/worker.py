@@ -277,11 +277,7 @@ class Worker:
         part = self.part(task)
         case = part.benchmarks[task.index]
         entry = self.entry(part)
-        baseline = cases.function(self.assignment, part.baseline)
-
-        def make_inputs(seed: int) -> dict:
-            return cases.make_inputs(self.assignment, part, case, seed, self.device)
-
+        baseline, make_inputs = cases.function(self.assignment, part.baseline), self.bench_inputs(part, case)
         first = self.settle()
         with TimingMonitor(self.root) as session, torch.no_grad():
             measured = timing.measure(call, entry, baseline, make_inputs, part.performance,
@@ -291,8 +287,7 @@ class Worker:
         spent = {**measured.harness_s, "first": first, "profile": timing.now() - began}
         report = BenchReport(measured.student, measured.baseline, activity, measured.checks,
                              measured.remeasured, measured.disturbed_retakes, measured.retaken, measured.gated,
-                             kept_seed=measured.kept_seed,
-                             copy_gbps=self.copy_gbps,
+                             kept_seed=measured.kept_seed, copy_gbps=self.copy_gbps,
                              device_name=torch.cuda.get_device_name(), warmup_s=measured.warmup_s,
                              harness_s=spent)  # fmt: skip
         kept = measured.kept
@@ -305,6 +300,10 @@ class Worker:
         report.kept = Observation(self.save(task, "kept", kept, later=True))
         return report
 
+    def bench_inputs(self, part: Part, case) -> Callable[[int], dict]:
+        """A benchmark's fresh inputs, drawn from a seed."""
+        return lambda seed: cases.make_inputs(self.assignment, part, case, seed, self.device)
+
     def settle(self) -> float:
         """The process's first timing: the GPU, which may have idled at the gate, brought up to
         speed, and the copy bandwidth measured. Its seconds (none after the first)."""
@@ -315,24 +314,18 @@ class Worker:
         return timing.now() - began
 
     def run_shown(self, task: Task) -> BenchReport:
-        """A part's shown baseline (spec.Shown) on one benchmark's shape, timed by the protocol
-        against torch's graded baseline, in a child that runs no student code: once per machine
-        (running/shown_figures.py). Its figures go in the report's `shown`; a failure to compile
-        or time it, in `shown_error`."""
+        """A part's shown baseline (spec.Shown) on a benchmark's shape, timed against torch's graded one
+        in a child that runs no student code, once per machine (running/shown_figures.py)."""
         part = self.part(task)
         case = part.benchmarks[task.index]
-        baseline = cases.function(self.assignment, part.baseline)
-
-        def make_inputs(seed: int) -> dict:
-            return cases.make_inputs(self.assignment, part, case, seed, self.device)
-
         first = self.settle()
         report = BenchReport(Timings(), Timings(), Activity(), copy_gbps=self.copy_gbps)
         began = timing.now()
         try:
             with torch.no_grad():
                 report.shown = timing.shown_baseline(cases.function(self.assignment, part.shown.function),
-                                                     part.shown.compiled, baseline, make_inputs, part.performance,
+                                                     part.shown.compiled, cases.function(self.assignment, part.baseline),
+                                                     self.bench_inputs(part, case), part.performance,
                                                      part.tolerance_for(case.dtype), "grader-shown")  # fmt: skip
         except Exception as error:  # shown, never graded: its failure is only reported
             report.shown_error = f"{type(error).__name__}: {error}"[:500]

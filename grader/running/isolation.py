@@ -15,6 +15,9 @@ does not parse ends the reading and the child, and costs the task in flight (`ta
 reason (crash with the signal named, timeout, out_of_memory) and the parent carries on with the
 rest in a new child: one bad call costs that call, not the assignment.
 
+A child may be started ahead of its job, to import torch meanwhile, and a timing child ahead of
+its tasks, to make its harness ready while the correctness cases run (spawned.py).
+
 Every process the child started dies before the parent reads a result: inside the sandbox its
 PID namespace dies with it; without one, this process is a subreaper, so even a daemon that
 double-forked and called setsid is reparented here, found and killed (orphans.py).
@@ -28,16 +31,17 @@ import os
 import secrets
 import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from grader.messages import decoding
 from grader.running import child_env, memory_cgroup, sandbox, triton_key
 from grader.running.child_run import Capture, Channel, ChildRun
-from grader.running.orphans import become_subreaper, children, kill_orphans
+# What grading.py and the tests name through this module: a child started ahead (spawned.py).
+from grader.running.spawned import (Spawned, _live_children, await_start, importing_after,  # noqa: F401
+                                    let_through, send_line, start_ahead, tell)
+from grader.running.orphans import become_subreaper, children
 from grader.running.exec_walls import Walls
 from grader.running.limits import Limits, Watchdog
 from grader.messages.job import Job
@@ -116,84 +120,6 @@ def compiler_niceness() -> int:
     return int(given) if given.isdigit() and int(given) <= 19 else COMPILER_NICENESS
 
 
-_live_children: set[int] = set()  # every child process being graded by this process, on any thread
-
-
-@dataclass
-class Spawned:
-    """A child started ahead of its job (`spawn`): it imports torch meanwhile, then waits for the
-    job on its standard input. The descriptors are this process's ends; the child's are closed here."""
-
-    process: subprocess.Popen
-    key: bytes
-    read_fd: int  # the result channel's reading end
-    write_fd: int  # the channel's writing end, by the number the child knows it
-    gate_fd: int  # the gate's reading end, by the child's number (-1: no gate)
-    gate_opener: int
-    lifeline: int  # its writing end: the child sees EOF once it is closed
-    before: set[int]
-    watchdog: Watchdog
-    captures: tuple[Capture, Capture]
-    gpu_memory_gib: float
-    outputs: Path
-    witness: witness_stream.Reader | None = None  # reads the witness's pipe, where it records the child
-    taken: bool = False  # run_child gave it a job (and ended it)
-    memory: memory_cgroup.Group | None = None  # its memory cgroup, removed once it has ended
-    memory_verdict: tuple[str, str] | None = None  # (reason, message) when the cgroup's OOM killer ended it
-    held: bool = False  # it waits on its gate before it imports anything (`let_import`)
-    ahead: Ahead | None = None  # started ahead of its tasks (`start_ahead`)
-    _letting: threading.Lock = field(default_factory=threading.Lock)
-
-    def let_import(self) -> None:
-        """A child spawned `held` goes on to import (once; from any thread, until it is reaped)."""
-        with self._letting:
-            if self.held and self.gate_opener >= 0:
-                self.held = False
-                try:
-                    os.write(self.gate_opener, b"g")
-                except OSError:
-                    pass  # it is gone already: its run says why
-
-    def reap(self) -> None:
-        """The child has ended, or is to: it and whatever it left behind go, and this end's
-        descriptors close (the channel's reading end is the channel's to close)."""
-        self.watchdog.stop()
-        self.watchdog.kill_all()  # whatever the child left behind goes with it
-        self.process.wait()
-        _live_children.discard(self.process.pid)
-        kill_orphans(self.before | _live_children)
-        if self.memory is not None:
-            self.memory_verdict = self.memory.verdict()
-            self.memory.remove()
-            self.memory = None
-        with self._letting:
-            for fd in (self.lifeline, self.gate_opener):
-                if fd >= 0:
-                    os.close(fd)
-            self.lifeline = self.gate_opener = -1
-
-    def discard(self) -> None:
-        """The job never came (nothing left to time): the child and all it started go."""
-        if self.taken:
-            return
-        self.taken = True
-        self.process.kill()
-        self.reap()
-        if self.ahead is None:
-            os.close(self.read_fd)
-        else:  # its channel closes its end, and lets go of what the child's start held
-            self.ahead.channel.join(timeout=30)
-
-
-@dataclass
-class Ahead:
-    """A timing child started ahead of its tasks (`start_ahead`): what it has said so far, and the
-    thread that reads it."""
-
-    run: ChildRun
-    channel: Channel
-
-
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
           preload: str = "", timed: bool = False, held: bool = False) -> Spawned:  # fmt: skip
     """Start a child for a job of `job`'s assignment and submission, which will wait for its job
@@ -259,57 +185,6 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
                    gpu_memory_gib, outputs, reader, held=held, memory=memory)  # fmt: skip
 
 
-def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = None) -> None:
-    """Send a spawned timing child its job now, with every benchmark it may be given as its tasks,
-    so that it makes its harness ready while the correctness cases run: torch's CUDA context,
-    the reference of each part called once and each shown baseline compiled, the guard
-    (child/main.py). On an H200 that took a timed phase's child 1 to 4 s, after its correctness
-    cases were judged and before it could ask for the GPU: with six assignments side by side,
-    most of the wait before the first timed phase. `gate(stage)`, where the GPU is shared, holds
-    it for the start: "cuda" as the child is about to start CUDA (it returns once the child
-    may), "ready" once its harness is up, "gone" where the child ended before that. run_child
-    then sends the benchmarks it is to run, those of the parts whose correctness passed."""
-    job = dataclasses.replace(job, ahead=True, key=child.key.hex(), channel_fd=child.write_fd, gate_fd=child.gate_fd,
-                              gpu_memory_gib=child.gpu_memory_gib)  # fmt: skip
-    run = ChildRun(ahead=True)
-
-    def open_gate(stage: str) -> None:
-        if stage == "cuda":
-            run.gates.append((time.monotonic(), None))
-            try:
-                _tell(gate, stage, run, child.watchdog)
-            finally:
-                run.gates[-1] = (run.gates[-1][0], time.monotonic())
-            if run.gate_error is None:
-                _open(child.gate_opener)
-        else:  # "run": its harness is up
-            _tell(gate, "ready", run, child.watchdog)
-
-    def ended() -> None:
-        if not run.ready:  # before its harness was up: what it held for its start goes
-            _tell(gate, "gone", run, child.watchdog)
-
-    channel = Channel(child.read_fd, child.key, child.outputs, [], run, child.watchdog.kill_all,
-                      int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
-    channel.on_end = ended if gate is not None else None
-    child.ahead = Ahead(run, channel)
-    run.began = time.monotonic()
-    channel.start()
-    _send(child.process, decoding.job_json(job), done=False)
-
-
-def _await_start(child: Spawned, timeout_s: float) -> bool:
-    """Wait for a child started ahead to be up (or gone); False where it outlived `timeout_s` plus
-    its waits at the gate, and was killed."""
-    run, channel = child.ahead.run, child.ahead.channel
-    while not channel.up.wait(timeout=1.0):
-        if time.monotonic() - run.began - run.waited(time.monotonic()) > timeout_s:
-            child.watchdog.kill_all()
-            channel.up.wait(timeout=30)
-            return False
-    return True
-
-
 def _witness(found: witness_build.Library | None, env: dict[str, str],
              preload: bool) -> tuple[int, witness_stream.Reader | None]:  # fmt: skip
     """On the GPU tier, the witness (grader/witness) for a child: its library, which CUDA loads as
@@ -358,31 +233,31 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
 
     def open_gate(stage: str) -> None:
         if stage == "timed":  # no wait: the phase is told its timings are over, the child goes on
-            _tell(gate, stage, run, watchdog)
+            tell(gate, stage, run, watchdog)
             return
         run.gates.append((time.monotonic(), None))
         try:
-            _tell(gate, stage, run, watchdog)
+            tell(gate, stage, run, watchdog)
         finally:
             # A wait at the gate that never closed would move the child's deadline for ever.
             run.gates[-1] = (run.gates[-1][0], time.monotonic())
         if run.gate_error is None:
-            _open(child.gate_opener)
+            let_through(child.gate_opener)
 
     if child.ahead is None:
         channel = Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
                           int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
         started = run.began = time.monotonic()
         channel.start()
-        _send(process, decoding.job_json(job))
+        send_line(process, decoding.job_json(job))
     else:  # its harness is up (or on its way): it is given its tasks, then the GPU for them
         channel = child.ahead.channel
-        up = _await_start(child, timeout_s)
+        up = await_start(child, timeout_s)
         run.gates.clear()  # the start's waits: from here the time limit counts the tasks' time
         channel.open_gate, channel.on_end = (open_gate if gate is not None else None), None
         channel.take_tasks(job.tasks)
         started = run.began = time.monotonic()
-        _send(process, decoding.tasks_json(job.tasks))
+        send_line(process, decoding.tasks_json(job.tasks))
         run.timed_out = not up
         if up and run.ready and gate is not None:
             open_gate("run")
@@ -409,16 +284,6 @@ def _widen(pipe: int) -> None:
         pass
 
 
-def _tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> None:
-    """Pass `stage` to the gate (it returns once the phase may go on); where it raises (the
-    grader's own fault) the child is ended, and run_child raises it once the child is gone."""
-    try:
-        gate(stage)
-    except BaseException as error:
-        run.gate_error = error
-        watchdog.kill_all()
-
-
 def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: ChildRun, gated: bool) -> bool:
     """Wait for the child's end; True if it outlived `timeout_s` plus what it waited at its gate
     (with a gate the wait goes by the second, since the deadline moves while the child waits)."""
@@ -433,37 +298,3 @@ def _wait(process: subprocess.Popen, started: float, timeout_s: float, run: Chil
         except subprocess.TimeoutExpired:
             if not gated:
                 return True
-
-
-def _send(process: subprocess.Popen, line: bytes, done: bool = True) -> None:
-    """A line to the child's standard input (its job, or a child's tasks that follow it), closed
-    after the last. A job fits the pipe's buffer: the write does not wait for the child to read."""
-    try:
-        process.stdin.write(line)
-        process.stdin.flush()
-        if done:
-            process.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass  # the child is already gone: its death says why
-
-
-def _open(gate_opener: int) -> None:
-    """The gate's byte: the child waiting there goes on."""
-    try:
-        os.write(gate_opener, b"g")
-    except OSError:
-        pass  # the child is gone: its death says why
-
-
-def importing_after(gate, timer: Spawned | None):
-    """A correctness phase's gate (grading.AssignmentGrading.gpu) that lets a held timing child
-    import once the correctness child has (its stage "cuda"), before that child waits for the GPU."""
-    if gate is None or timer is None:
-        return gate
-
-    def opened(stage: str):
-        if stage == "cuda":
-            timer.let_import()
-        gate(stage)
-
-    return opened
