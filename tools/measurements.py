@@ -264,7 +264,7 @@ def service_pages(figures_path: Path, condition: str, note: str | None) -> dict:
     return record
 
 
-PHASES = ("precompile", "correctness", "timing", "waiting", "judging", "sizing", "caches")
+PHASES = ("precompile", "correctness", "timing", "shown", "waiting", "judging", "sizing", "caches")
 
 
 def phases_of(line: str) -> dict[str, tuple[dict[str, float], str]]:
@@ -308,7 +308,8 @@ def phases(gradings: list[str], driver: str | None, note: str | None = None) -> 
             "about": "Each grading's phases per assignment, from its results.json (`phases`): the precompile pass "
                      "(grader/running/precompile.py: every kernel the grading will launch compiled in parallel "
                      "before its correctness child runs), the correctness child (compiling what the pass missed, "
-                     "autotuning, the cases), the timing child, the wait for the GPU's lock, and the grading "
+                     "autotuning, the cases), the timing child, the shown baselines' own child (timed once per machine: "
+                     "grader/running/shown_figures.py), the wait for the GPU's lock, and the grading "
                      "process's own work: judging (the verdicts, float64 references included), sizing (each "
                      "case's output size, where none was kept) and caches (the kept compilers' cache restored "
                      "and kept); the launchers Triton built (gcc) in each phase. Wall time is the "

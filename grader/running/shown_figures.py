@@ -5,15 +5,16 @@ A shown baseline is the course's own code on the course's own inputs: what it ta
 nothing of a student. Timed in each student's timing child, it cost every GPU grading the
 compile of each shape (torch.compile's cache is never kept: a child could plant what inductor
 loads, compile_cache.py) in the child's start, under a hold of the GPU that kept every timed
-phase waiting (4.6 s warm, 9.6 s cold, for a part of eight shapes on an H200), and its
-timing inside the timed phase (1.6 s in all for the solutions' three parts that show one). Now a child that runs no student code times it, on
-every benchmark of each part that shows one, by the same protocol and holds as a timed phase
-(grading.AssignmentGrading.gpu), the first time a grading on this machine needs it; the figures
-are kept in a file under the grader's cache folder named by what they depend on (the GPU, the
-assignment's files, the grader, torch and Triton), and every later grading of the machine reads
-them (kept.py: a batch's other workers wait for the file rather than each time it too). Each
-report shows the student's time against that figure. A figure that could not be measured
-(its child died, or ran out of time) is not kept: the next grading tries again.
+phase waiting (4.6 s warm, 9.6 s cold, for a part of eight shapes on an H200), and its timing
+inside the timed phase (1.6 s in all for the solutions' three parts that show one). Now a child
+that runs no student code times it, on every benchmark of each part that shows one, by the same
+protocol and holds as a timed phase (holds.phase_hold), the first time a grading on this machine
+needs it; the figures are kept in a file under the grader's cache folder named by what they
+depend on (the GPU, the assignment's files, the grader, torch and Triton), and every later
+grading of the machine reads them (kept.py: a batch's other workers wait for the file rather
+than each time it too). Each report shows the student's time against that figure. A figure that
+could not be measured (its child died, or ran out of time) is not kept: the next grading tries
+again.
 """
 
 from __future__ import annotations
