@@ -111,3 +111,29 @@ def test_on_a_gpu_the_shown_figures_are_timed_once_and_shown_in_every_report(tmp
     assert all(shown[1][name]["ms"] == shown[0][name]["ms"] for name in with_one), "the machine's figure changed"
     timed_shown = [re.search(r"\bshown \d", result.environment["phases"]) for result in graded]
     assert timed_shown[0] and not timed_shown[1], [result.environment["phases"] for result in graded]
+
+
+def test_the_shown_child_compiles_in_caches_no_student_child_wrote(tmp_path, monkeypatch):
+    """The grading's compilers' cache is written by the student's children: the child that times
+    the course's baselines for the whole machine gets new, empty caches of its own, and a task for
+    every benchmark of every part that shows a baseline, each in a phase of its own ("shown")."""
+    from contextlib import nullcontext
+
+    (gelu,) = load_assignments(["gelu"])
+    planted = tmp_path / "compiled"
+    (planted / "torchinductor").mkdir(parents=True)
+    (planted / "torchinductor" / "planted.py").write_text("raise SystemExit")
+    grading = SimpleNamespace(assignment=gelu, job=None, workdir=tmp_path, view=None, phases={}, compiled=planted,
+                              gpu=lambda phase: nullcontext(None))  # fmt: skip
+    seen = {}
+
+    def run_tasks(job, tasks, workdir, view, budget, phases, phase, gate, compiled):
+        seen.update(tasks=tasks, phase=phase, compiled=compiled, contents=list(compiled.iterdir()))
+        return {task.id: TaskResult(_bench(Timings([0.4]))) for task in tasks}
+
+    monkeypatch.setattr(shown_figures, "run_tasks", run_tasks)
+    measured = shown_figures._measure(grading)
+    assert seen["compiled"] != planted and seen["compiled"].parent == tmp_path and seen["contents"] == []
+    wanted = {(part.name, i) for part in gelu.parts if part.shown for i in range(len(part.benchmarks))}
+    assert {(t.part, t.index) for t in seen["tasks"]} == wanted and {t.kind for t in seen["tasks"]} == {"shown"}
+    assert seen["phase"] == "shown" and all(figure == {"event_ms": [0.4]} for figure in measured.values())
