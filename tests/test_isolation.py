@@ -506,6 +506,29 @@ def test_a_child_started_ahead_is_up_before_its_tasks_and_runs_only_those_it_is_
     assert phases["timing"] < run.seconds + 0.01 and run.seconds < 60, (phases, run.seconds)
 
 
+def test_a_held_child_started_ahead_with_a_job_larger_than_its_pipe_holds_up_nothing(tmp_path):
+    """A held timing child reads its job only once it is let import (after the correctness
+    child's start): a job larger than the pipe's buffer is written meanwhile by a thread of its
+    own, so starting it ahead returns at once, and the child is up once let."""
+    assignment = load_assignment(REPO_ROOT / "assignments" / "vector_add")
+    grading = AssignmentGrading(assignment, REPO_ROOT / "solutions", Settings(device="cpu", sandbox=False))
+    first = grading.case_tasks(assignment.parts[0])[0]
+    many = [dataclasses.replace(first, id=f"{first.id}-{i}") for i in range(2000)]  # about 200 KB of JSON
+    try:
+        child = isolation.spawn(grading.job, grading.workdir, None, True, grading.compiled, "torch", held=True)
+        began = time.monotonic()
+        isolation.start_ahead(child, dataclasses.replace(grading.job, tasks=many), lambda stage: None)
+        assert time.monotonic() - began < 1.0, "starting the child ahead waited for it to read its job"
+        assert not child.ahead.channel.up.wait(timeout=1.0), "a held child started before it was let"
+        child.let_import()
+        assert child.ahead.channel.up.wait(timeout=120) and child.ahead.run.ready
+        run = isolation.run_child(dataclasses.replace(grading.job, tasks=[first]), grading.workdir, None, 120,
+                                  gate=lambda stage: None, spawned=child)  # fmt: skip
+    finally:
+        grading.scratch.remove()
+    assert run.finished and list(run.outcomes) == [first.id], run.stderr
+
+
 def test_a_child_started_ahead_that_dies_in_its_start_lets_go_of_the_gpu(tmp_path):
     """Where the child dies while it starts CUDA (killed here as its gate opens), the hold its
     start took goes with it ("gone"), before its tasks come: a timed phase can take the GPU; and

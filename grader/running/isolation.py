@@ -257,6 +257,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         channel.open_gate, channel.on_end = (open_gate if gate is not None else None), None
         channel.take_tasks(job.tasks)
         started = run.began = time.monotonic()
+        child.ahead.sending.join()  # the child read its job (it is up), or is gone
         send_line(process, decoding.tasks_json(job.tasks))
         run.timed_out = not up
         if up and run.ready and gate is not None:

@@ -89,6 +89,7 @@ class Spawned:
         if self.ahead is None:
             os.close(self.read_fd)
         else:  # its channel closes its end, and lets go of what the child's start held
+            self.ahead.sending.join(timeout=30)
             self.ahead.channel.join(timeout=30)
 
 
@@ -99,13 +100,13 @@ class Ahead:
 
     run: ChildRun
     channel: Channel
+    sending: threading.Thread  # writes its job: a held child reads it only once let import
 
 
 def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = None) -> None:
     """Send a spawned timing child its job now, with every benchmark it may be given as its tasks,
     so that it makes its harness ready while the correctness cases run: torch's CUDA context,
-    the reference of each part called once and each shown baseline compiled, the guard
-    (child/main.py). On an H200 that took a timed phase's child 1 to 4 s, after its correctness
+    the reference of each part called once, the guard (child/main.py). On an H200 that took a timed phase's child 1 to 4 s, after its correctness
     cases were judged and before it could ask for the GPU: with six assignments side by side,
     most of the wait before the first timed phase. `gate(stage)`, where the GPU is shared, holds
     it for the start: "cuda" as the child is about to start CUDA (it returns once the child
@@ -134,10 +135,11 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
     channel = Channel(child.read_fd, child.key, child.outputs, [], run, child.watchdog.kill_all,
                       int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
     channel.on_end = ended if gate is not None else None
-    child.ahead = Ahead(run, channel)
+    sending = threading.Thread(target=send_line, args=(child.process, decoding.job_json(job), False), daemon=True)
+    child.ahead = Ahead(run, channel, sending)
     run.began = time.monotonic()
     channel.start()
-    send_line(child.process, decoding.job_json(job), done=False)
+    sending.start()
 
 
 def await_start(child: Spawned, timeout_s: float) -> bool:
@@ -164,7 +166,7 @@ def tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> No
 
 def send_line(process: subprocess.Popen, line: bytes, done: bool = True) -> None:
     """A line to the child's standard input (its job, or a child's tasks that follow it), closed
-    after the last. A job fits the pipe's buffer: the write does not wait for the child to read."""
+    after the last. It returns once the child has read what the pipe's buffer does not hold."""
     try:
         process.stdin.write(line)
         process.stdin.flush()
