@@ -15,6 +15,7 @@ from grader.reporting.results_json import gradescope
 from grader.running.orphans import children
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
+import hold_timeline  # noqa: E402
 import measurements  # noqa: E402
 import spy_summary  # noqa: E402
 import steady_grade  # noqa: E402
@@ -114,3 +115,33 @@ def test_py_spys_samples_of_a_timing_childs_repetitions_are_counted_by_the_part_
     assert total == 10
     assert below == {"agrees (grader/child/timing.py:120)": 7, "make_inputs (grader/child/worker.py:283)": 3}
     assert leaves["_norms (grader/child/timing.py:140)"] == 7
+
+
+def test_a_gradings_timeline_is_read_from_the_locks_own_hold_log(tmp_path, monkeypatch):
+    """Real holds of a real lock, logged as a grading logs them (GRADER_GPU_LOCK_LOG): a shared
+    hold, a timed one that ends shared while its outputs are sent, a mark between; read back in
+    seconds from the grading's start, with a line from before it left out."""
+    import time
+
+    from grader.running import gpu_lock
+
+    log = tmp_path / "holds.log"
+    log.write_text(f"shared 1.000 1.000 2.000 1 an earlier grading\n")
+    monkeypatch.setenv(gpu_lock.LOG_ENVIRONMENT, str(log))
+    lock = gpu_lock.GpuLock(tmp_path / "locks", "0")
+    began = time.time()
+    with lock.shared("vector_add correctness"):
+        time.sleep(0.05)
+    gpu_lock.note("vector_add cases judged")
+    with lock.timed("vector_add timing") as hold:
+        time.sleep(0.1)
+        hold.share()
+        time.sleep(0.05)
+    held = hold_timeline.lines_of(log.read_text(), began, 10.0)
+    assert [(h["how"], h["label"]) for h in held] == [
+        ("shared", "vector_add correctness"), ("mark", "vector_add cases judged"),
+        ("exclusive", "vector_add timing"), ("shared", "vector_add timing sending")]  # fmt: skip
+    found = hold_timeline.summary(held)
+    assert 0 <= found["first_hold_s"] < found["first_timed_s"] < 5
+    assert 0.09 <= found["timed_s"] < 1 and 0.04 <= found["sendings_s"] < 1, found
+    assert "vector_add cases judged" in hold_timeline.render(held)
