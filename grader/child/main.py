@@ -153,17 +153,14 @@ def _use_triton_key(key: str) -> None:
 
 
 def _preload(what: str) -> None:
-    """A child started ahead of its job (isolation.spawn) imports what it will need meanwhile:
-    torch and Triton, and with "compile" torch.compile's modules. Nothing starts on the GPU."""
-    if what not in ("torch", "compile"):
+    """A child started ahead of its job (isolation.spawn) imports what it will need meanwhile
+    ("torch": torch and Triton). Nothing starts on the GPU."""
+    if what != "torch":
         return
     import torch  # noqa: F401
     import triton  # noqa: F401
 
     _key_triton()
-    if what == "compile":
-        import torch._dynamo  # noqa: F401
-        import torch._inductor.compile_fx  # noqa: F401
 
 
 def _key_triton() -> None:

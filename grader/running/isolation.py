@@ -123,9 +123,9 @@ def compiler_niceness() -> int:
 def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compiled: Path | None = None,
           preload: str = "", timed: bool = False, held: bool = False) -> Spawned:  # fmt: skip
     """Start a child for a job of `job`'s assignment and submission, which will wait for its job
-    (its tasks come later); with `preload` ("torch", or "compile" for torch.compile's modules too)
-    it imports those first, before it reads the job; `held` (with a gate), only once it is let
-    (Spawned.let_import; run_child lets it at the latest). `timed`: see child_environment."""
+    (its tasks come later); with `preload` "torch" it imports torch and Triton first, before it
+    reads the job; `held` (with a gate), only once it is let (Spawned.let_import; run_child lets
+    it at the latest). `timed`: see child_environment."""
     become_subreaper()
     limits, gpu_memory_gib, scratch = limits_of(job.assignment_dir)
     key = secrets.token_bytes(32)
