@@ -171,11 +171,8 @@ class AssignmentGrading:
                                 held=held)  # fmt: skip
         # Its start's warm-up needs only each benchmark's part, shape and seed: not its output's size.
         tasks = [self.task(part, "bench", i, case, sized=False) for part in benched for i, case in enumerate(part.benchmarks)]
-        isolation.start_ahead(timer, dataclasses.replace(self.job, tasks=tasks), self.starting_gate())
+        isolation.start_ahead(timer, dataclasses.replace(self.job, tasks=tasks), holds.starting(self))
         return timer
-
-    def starting_gate(self) -> Callable[[str], None] | None:
-        return holds.starting(self)
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
@@ -247,7 +244,7 @@ class AssignmentGrading:
                                 self.compiled, timer)  # fmt: skip
         self.phases.launchers["timing"] = len(compile_cache.launchers(self.compiled) - built)
         # The machine's figures of the shown baselines, timed once per machine (shown_figures.py).
-        shown_figures.attach(results, shown_figures.figures(self, ready), parts)
+        shown_figures.attach(tasks, results, shown_figures.figures(self, ready), parts)
         with self.judging("timing judging", after_timing=True):
             own = self.own_kernels(self.built_kernels)
             return {task.id: scoring.with_kernels(scoring.timed(judging.judge_bench(self.assignment, parts[task.part],

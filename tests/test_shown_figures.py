@@ -61,7 +61,8 @@ def test_every_report_gets_the_machines_figure_whatever_its_child_said():
                f"{plain}:bench:0": TaskResult(_bench(forged)),
                f"{shown[-1]}:bench:0": TaskResult(Failure("crash", "died"))}  # fmt: skip
     found = {f"{shown[0]}:bench:0": {"event_ms": [0.25, 0.3]}}
-    shown_figures.attach(results, found, parts)
+    tasks = [SimpleNamespace(id=name, part=name.split(":")[0]) for name in results]
+    shown_figures.attach(tasks, results, found, parts)
     first, second = results[f"{shown[0]}:bench:0"].outcome, results[f"{shown[0]}:bench:1"].outcome
     assert first.shown.event_ms == [0.25, 0.3] and not first.shown_error
     assert second.shown is None and "could not be measured" in second.shown_error

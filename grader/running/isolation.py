@@ -40,7 +40,7 @@ from grader.running import child_env, memory_cgroup, sandbox, triton_key
 from grader.running.child_run import Capture, Channel, ChildRun
 # What grading.py and the tests name through this module: a child started ahead (spawned.py).
 from grader.running.spawned import (Spawned, _live_children, await_start, importing_after,  # noqa: F401
-                                    let_through, send_line, start_ahead, tell)
+                                    pass_gate, send_line, start_ahead, tell)
 from grader.running.orphans import become_subreaper, children
 from grader.running.exec_walls import Walls
 from grader.running.limits import Limits, Watchdog
@@ -235,14 +235,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         if stage == "timed":  # no wait: the phase is told its timings are over, the child goes on
             tell(gate, stage, run, watchdog)
             return
-        run.gates.append((time.monotonic(), None))
-        try:
-            tell(gate, stage, run, watchdog)
-        finally:
-            # A wait at the gate that never closed would move the child's deadline for ever.
-            run.gates[-1] = (run.gates[-1][0], time.monotonic())
-        if run.gate_error is None:
-            let_through(child.gate_opener)
+        pass_gate(gate, stage, run, child)
 
     if child.ahead is None:
         channel = Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),

@@ -117,10 +117,16 @@ def _build(key: str, name: str, text: str, store: Path) -> bool:
         c_file = os.path.join(folder, name + ".c")
         Path(c_file).write_text(text)
         built = build(name, c_file, folder, driver.library_dirs(), driver.include_dirs, driver.libraries, [])
-        partial = target.with_name(f".{target.name}.{os.getpid()}.{id(text)}")
-        shutil.copyfile(built, partial)
-        partial.rename(target)  # whole or not at all, for another grading building the same
+        _copy_whole(Path(built), target)  # for another grading building the same
     return True
+
+
+def _copy_whole(source: Path, target: Path) -> None:
+    """`source` copied to `target` under a name of its own, then renamed: whole or not at all for
+    anyone who looks meanwhile, and never written over in place under a process that loaded it."""
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    shutil.copyfile(source, partial)
+    partial.replace(target)
 
 
 def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
@@ -159,9 +165,7 @@ def place(keys: set[str], compiled: Path, store: Path = STORE) -> int:
         for built in (path for path in found if path.is_file()):
             folder = compiled / _base32(key)  # Triton's name for a key's folder (runtime/cache.py)
             folder.mkdir(parents=True, exist_ok=True)
-            partial = folder / f".{built.name}.{os.getpid()}.{threading.get_ident()}"
-            shutil.copyfile(built, partial)
-            partial.replace(folder / built.name)
+            _copy_whole(built, folder / built.name)
             placed += 1
     return placed
 

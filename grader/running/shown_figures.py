@@ -129,13 +129,13 @@ def _read(path: Path) -> dict[str, dict] | None:
     return found
 
 
-def attach(results: dict[str, TaskResult], found: dict[str, dict], parts: dict[str, Part]) -> None:
+def attach(tasks: list[Task], results: dict[str, TaskResult], found: dict[str, dict], parts: dict[str, Part]) -> None:
     """Each timed benchmark's report gets its part's shown figure from `found` (`figures`), or why
     there is none: whatever the timing child said of a shown baseline is replaced."""
-    for name, result in results.items():
-        report = result.outcome
-        if not isinstance(report, BenchReport) or not parts[name.split(":")[0]].shown:
+    for task in tasks:
+        report = results[task.id].outcome
+        if not isinstance(report, BenchReport) or not parts[task.part].shown:
             continue
-        figure = found.get(name, {"error": "this machine's figure could not be measured"})
+        figure = found.get(task.id, {"error": "this machine's figure could not be measured"})
         report.shown = Timings(list(figure["event_ms"])) if "event_ms" in figure else None
         report.shown_error = figure.get("error", "")

@@ -56,10 +56,7 @@ class Spawned:
         with self._letting:
             if self.held and self.gate_opener >= 0:
                 self.held = False
-                try:
-                    os.write(self.gate_opener, b"g")
-                except OSError:
-                    pass  # it is gone already: its run says why
+                let_through(self.gate_opener)
 
     def reap(self) -> None:
         """The child has ended, or is to: it and whatever it left behind go, and this end's
@@ -118,13 +115,7 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
 
     def open_gate(stage: str) -> None:
         if stage == "cuda":
-            run.gates.append((time.monotonic(), None))
-            try:
-                tell(gate, stage, run, child.watchdog)
-            finally:
-                run.gates[-1] = (run.gates[-1][0], time.monotonic())
-            if run.gate_error is None:
-                let_through(child.gate_opener)
+            pass_gate(gate, stage, run, child)
         else:  # "run": its harness is up
             tell(gate, "ready", run, child.watchdog)
 
@@ -152,6 +143,19 @@ def await_start(child: Spawned, timeout_s: float) -> bool:
             channel.up.wait(timeout=30)
             return False
     return True
+
+
+def pass_gate(gate: Callable[[str], None], stage: str, run: ChildRun, child: Spawned) -> None:
+    """The child waits at its gate for `stage`: the wait is recorded in `run` (it counts against no
+    time limit), then the gate's byte lets the child on, unless the gate raised."""
+    run.gates.append((time.monotonic(), None))
+    try:
+        tell(gate, stage, run, child.watchdog)
+    finally:
+        # A wait at the gate that never closed would move the child's deadline for ever.
+        run.gates[-1] = (run.gates[-1][0], time.monotonic())
+    if run.gate_error is None:
+        let_through(child.gate_opener)
 
 
 def tell(gate: Callable[[str], None], stage: str, run: ChildRun, watchdog) -> None:
