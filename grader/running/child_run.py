@@ -16,6 +16,7 @@ from typing import Callable
 from grader.messages import frames
 from grader.messages.decoding import ProtocolError
 from grader.messages.job import Task
+from grader.running import gpu_lock
 from grader.messages.reports import BenchReport, Done, Failure, Finished, Hello, Imported, Output, Start
 from grader.reporting.text import printable
 from grader.witness import stream as witness_stream
@@ -162,6 +163,7 @@ class Channel(threading.Thread):
         self.run_, self.on_violation = run, on_violation
         self.up = threading.Event()  # the harness said it was up (Hello), or the channel ended before
         self.on_end: Callable[[], None] | None = None  # called as the reading ends, on this thread
+        self.mark = ""  # a timing child's label for the hold log's marks of its end (gpu_lock.note)
         self.read = 0  # frames read
 
     def take_tasks(self, tasks: list[Task]) -> None:
@@ -218,6 +220,8 @@ class Channel(threading.Thread):
                 self.open_gate("timed")  # every task is done: what is left to send is no timing
         elif isinstance(message, Finished):
             run.finished = True
+            if self.mark:
+                gpu_lock.note(f"{self.mark} finished")  # every kept output is in
             # Only shown: a figure torch's capped allocator could not have reached is dropped.
             if 0 <= message.gpu_reserved_bytes <= self.gpu_cap_bytes:
                 run.gpu_reserved_bytes = message.gpu_reserved_bytes

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.messages import decoding
-from grader.running import child_env, memory_cgroup, sandbox, triton_key
+from grader.running import child_env, gpu_lock, memory_cgroup, sandbox, triton_key
 from grader.running.child_run import Capture, Channel, ChildRun
 # What grading.py and the tests name through this module: a child started ahead (spawned.py).
 from grader.running.spawned import (Spawned, _live_children, await_start, importing_after,  # noqa: F401
@@ -255,7 +255,13 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
         run.timed_out = not up
         if up and run.ready and gate is not None:
             open_gate("run")
+    # A timing child's end, step by step, in the hold log: its phase keeps the GPU from the next
+    # timed phase until the child is gone (gpu_lock.Timed.share).
+    mark = f"{Path(job.assignment_dir).name} {job.tasks[0].kind}" if job.tasks and job.tasks[0].kind == "bench" else ""
+    channel.mark = mark
     run.timed_out = run.timed_out or _wait(process, started, timeout_s, run, gate is not None)
+    if mark:
+        gpu_lock.note(f"{mark} child exited")
     child.reap()
     out, err = child.captures
     for thread in (channel, out, err):
@@ -263,6 +269,8 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
     run.witness = child.witness.result() if child.witness is not None else None
+    if mark:
+        gpu_lock.note(f"{mark} child reaped")
     run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict or child.memory_verdict
     if run.gate_error is not None:
         raise run.gate_error
