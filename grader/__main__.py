@@ -5,7 +5,7 @@ import signal
 import sys
 from pathlib import Path
 
-from grader.running import ctrl_c
+from grader.running import ctrl_c, early_workers
 
 
 def _end_by_ctrl_c() -> None:
@@ -21,6 +21,7 @@ def _end_by_ctrl_c() -> None:
 
 try:
     with ctrl_c.held():  # a Ctrl-C while the packages load is taken once they have (running/ctrl_c.py)
+        early_workers.start(sys.argv[1:])  # a GPU grade's side-by-side workers import meanwhile
         from grader.cli import main
 except KeyboardInterrupt:
     _end_by_ctrl_c()
@@ -42,6 +43,7 @@ try:
     status = main()
 except KeyboardInterrupt:
     _end_by_ctrl_c()
+early_workers.close()  # those no grading took
 # Without the interpreter's teardown, which takes a second or two with torch and Triton loaded
 # (every file is written and closed, every child reaped and every cluster closed by now).
 sys.stdout.flush()

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader.running import overlap
+from grader.running import early_workers, overlap
 from grader.grading import Settings, grade_assignment
 from grader.assignment.loading import load_assignments
 from grader.assignment.spec import REPO_ROOT
@@ -48,3 +48,58 @@ def test_side_by_side_gives_the_verdicts_of_one_after_another(solutions):
     assert [(t.name, t.reason, t.score) for t in together] == [(t.name, t.reason, t.score) for t in alone.tests]
     for name, (_, phases) in side.items():
         assert phases["start"] > 0, f"{name}: its phases came back from its process"
+
+
+def _imported_grading() -> bool:
+    import sys
+
+    return "grader.grading" in sys.modules
+
+
+def test_a_gpu_grade_starts_its_workers_as_the_command_begins_and_they_import_the_grader(tmp_path, monkeypatch):
+    node = tmp_path / "nvidiactl"
+    node.touch()
+    monkeypatch.setattr(early_workers.os, "cpu_count", lambda: 16)
+    for argv in (["grade", "--device", "cpu"], ["grade", "--device=cpu"], ["batch", "x"],
+                 ["grade", "--assignment", "gelu"]):  # fmt: skip
+        early_workers.start(argv, str(node))
+        assert early_workers.take(1) is None, f"{argv}: no side-by-side grading, no workers"
+    early_workers.start(["grade", "--submission", "s"], str(tmp_path / "no-such-node"))
+    assert early_workers.take(1) is None, "no NVIDIA driver: the CPU tier, no workers"
+    early_workers.start(["grade", "--assignment", "gelu", "--assignment=softmax", "--device", "cuda"], str(node))
+    assert early_workers.take(3) is None, "two assignments named: two workers, too few for three"
+    pool = early_workers.take(2)
+    assert pool is not None and early_workers.take(2) is None, "taken once"
+    with pool:
+        assert pool.submit(_imported_grading).result(timeout=300), "the initializer imported the grader"
+    early_workers.start(["grade"], str(node))  # every assignment of the course: one worker each
+    early_workers.close()
+    assert early_workers.take(1) is None, "closed: none left to take"
+
+
+def test_side_by_side_grades_in_the_workers_started_ahead(monkeypatch):
+    """grade_side_by_side takes the early pool (it is not left idle beside a second one)."""
+    used = []
+
+    class Pool:
+        def __init__(self):
+            self.inner = None
+
+        def submit(self, fn, *args):
+            used.append(args[0].name)
+            from concurrent.futures import Future
+
+            future = Future()
+            future.set_result(([], {}))
+            return future
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(early_workers, "take", lambda size: Pool())
+    side = overlap.grade_side_by_side(REPO_ROOT / "solutions", [_a("gelu", 1), _a("softmax", 1)],
+                                      Settings(device="cuda", parallel=2), 80.0, grade_assignment)  # fmt: skip
+    assert sorted(used) == ["gelu", "softmax"] and sorted(side) == ["gelu", "softmax"]

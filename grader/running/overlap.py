@@ -24,6 +24,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Callable
 
+from grader.running import early_workers
+
 # What a grading holds on its GPU beside torch's capped allocator (assignment.toml's gpu_memory_gib):
 # its CUDA contexts (the correctness child's, the timing child's, which starts beside it, and the
 # judging parent's: 529 MiB each with torch and Triton's utilities loaded, on an H200 on 2026-12-03),
@@ -91,9 +93,12 @@ def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: f
     pending = sorted(assignments, key=lambda a: -a.gpu_memory_gib)
     running: dict[Future, object] = {}
     graded: dict[str, tuple[list, object]] = {}
-    context = multiprocessing.get_context("spawn")  # never fork a parent that holds a CUDA context and threads
+    workers = max(1, min(settings.parallel, len(assignments)))
+    # Started as the command began, where it did (early_workers.py); never a fork of a parent that
+    # holds a CUDA context and threads.
+    pool = early_workers.take(workers) or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        with ProcessPoolExecutor(max_workers=max(1, min(settings.parallel, len(assignments))), mp_context=context) as pool:
+        with pool:
             while pending or running:
                 while len(running) < settings.parallel and (assignment := _next(pending, running, gpu_gib)):
                     pending.remove(assignment)

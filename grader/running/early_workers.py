@@ -1,0 +1,77 @@
+"""The side-by-side workers of a `grade` on a GPU (overlap.py), started as the command begins.
+
+Each worker is a new interpreter (multiprocessing's spawn) that imports torch and the grader
+before its first assignment: about 2 s on an H200's host. Started once the command had imported
+the same (its own 2 s) and found its GPU, they began their assignments 4 s after the command did;
+started here, from `python -m grader`'s first lines, they import while the command does. Only for
+`grade` where a GPU may be (an NVIDIA device node, and no `--device cpu`): a grade that ends up
+on the CPU tier, or grades a single assignment, never takes them (`take`), and they end with the
+command (`close`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+DEVICE_NODE = "/dev/nvidiactl"  # present wherever NVIDIA's driver is loaded
+_pool: ProcessPoolExecutor | None = None
+_size = 0
+
+
+def start(argv: list[str], device_node: str = DEVICE_NODE) -> None:
+    """Start the workers for the command line `argv` (without the program's name), where it may
+    grade side by side: `grade`, a GPU's device node, and more than one assignment to grade."""
+    global _pool, _size
+    if _pool is not None or not argv or argv[0] != "grade" or not os.path.exists(device_node):
+        return
+    if _option(argv, "--device") == "cpu":
+        return
+    size = min(_assignment_count(argv), (os.cpu_count() or 2) // 2)  # cli.side_by_side's most
+    if size < 2:
+        return
+    _pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_import_grading)
+    _size = size
+    for _ in range(size):  # a pool of spawned workers starts one more at each task that finds none idle
+        _pool.submit(int)
+
+
+def take(size: int) -> ProcessPoolExecutor | None:
+    """The workers started ahead, where there are at least `size`; None where none were started."""
+    global _pool
+    pool = _pool if _size >= size else None
+    _pool = None if pool is not None else _pool
+    return pool
+
+
+def close() -> None:
+    """End the workers that no grading took."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    for i, word in enumerate(argv):
+        if word == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(name + "="):
+            return word.partition("=")[2]
+    return None
+
+
+def _assignment_count(argv: list[str]) -> int:
+    """How many assignments the command grades: those it names, else every one of the course."""
+    named = sum(1 for word in argv if word == "--assignment" or word.startswith("--assignment="))
+    if named:
+        return named
+    from grader.assignment.spec import REPO_ROOT
+
+    return sum(1 for toml in (Path(REPO_ROOT) / "assignments").glob("*/assignment.toml"))
+
+
+def _import_grading() -> None:
+    import grader.grading  # noqa: F401 (torch, Triton and the grader, before the first assignment)
