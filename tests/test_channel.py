@@ -15,6 +15,7 @@ import pytest
 
 from grader.messages import decoding, frames, reports
 from grader.running import child_run, isolation, tasks
+from grader.running import tasks as tasks_module
 from grader.messages.job import Task
 from grader.messages.reports import Done, Failure, Finished, Hello, Imported, Start
 
@@ -328,3 +329,120 @@ def test_a_payload_changed_in_one_unit_or_with_two_units_swapped_is_tampering(tm
         with pytest.raises(decoding.ProtocolError) as refused:
             _read_frame(folder, key, sent)
         assert refused.value.reason == "tampering", name
+
+
+def _kept_in_bulk(tmp_path, data: list[bytes], rewrite=None, signed_with: bytes | None = None):
+    """A timing child that sends each of `data` as a benchmark's kept output into the kept outputs'
+    file (messages/bulk.py), as Worker.pay does; `rewrite(fd)` is what code in the child does to the
+    file afterwards, before it ends. The parent's run and its channel, checked as run_child checks it."""
+    from grader.messages.bulk import Bulk
+
+    tasks = [Task(f"add:bench:{i}", "add", "bench", i, 0, max_output_bytes=len(d) + 1) for i, d in enumerate(data)]
+    bulk = Bulk()
+    bulk.bound(sum(t.max_output_bytes for t in tasks))
+    key = secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    run = child_run.ChildRun()
+    channel = child_run.Channel(read_fd, key, tmp_path, tasks, run, lambda: None, CAP, None, bulk)
+    writer = frames.FrameWriter(write_fd, key, os.dup(bulk.fd))
+    # Code in the child that writes its own frames, without the key: its seq and place are the harness's.
+    paying = frames.FrameWriter(write_fd, signed_with, writer.bulk_fd) if signed_with else writer
+    for task in tasks:
+        writer.send(Start(task.id))
+        writer.send(_bench_done(task))
+    def pay() -> None:
+        paying.seq = writer.seq
+        for task, sent in zip(tasks, data):
+            paying.send(reports.Output(task.id, "kept", "uint8", [len(sent)]), sent, bulk=True)
+        writer.seq = paying.seq
+        writer.send(Finished(0))
+        os.close(write_fd)
+
+    sending = threading.Thread(target=pay)
+    sending.start()
+    channel.run()
+    sending.join()
+    if rewrite is not None:
+        rewrite(writer.bulk_fd)
+    os.close(writer.bulk_fd)  # the child is gone
+    channel.check_kept()
+    return run, tasks
+
+
+def test_kept_outputs_cross_in_the_parents_file_and_are_read_back_whole_once_the_child_is_gone(tmp_path):
+    data = [secrets.token_bytes(2 * frames.PAYLOAD_CHUNK + 999), secrets.token_bytes(12345)]
+    run, tasks = _kept_in_bulk(tmp_path, data)
+    assert run.violation is None and run.finished and not run.owed()
+    for task, sent in zip(tasks, data):
+        found = run.outputs[(task.id, "kept")]
+        assert found.path is None and found.sent and bytes(found.read().numpy()) == sent
+    assert not list(tmp_path.iterdir()), "nothing of them crossed the pipe into a file of the parent's"
+
+
+@pytest.mark.parametrize("rewrite", ["a byte changed", "a hole punched"])
+def test_a_kept_output_rewritten_in_the_file_before_the_child_ended_is_tampering(tmp_path, rewrite):
+    """Code in the child can find the file among its descriptors and rewrite an output once the
+    harness has hashed it (say, with a right answer worked out after the timed calls): the parent
+    hashes the file once the child is gone, and takes none of its kept outputs."""
+    def change(fd: int) -> None:
+        if rewrite == "a byte changed":
+            os.pwrite(fd, b"\x00" if os.pread(fd, 1, 70000) != b"\x00" else b"\x01", 70000)
+        else:  # zeroes without a write: fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            assert libc.fallocate(fd, 0x02 | 0x01, ctypes.c_long(65536), ctypes.c_long(65536)) == 0
+
+    run, tasks = _kept_in_bulk(tmp_path, [secrets.token_bytes(200000), secrets.token_bytes(5000)], rewrite=change)
+    assert run.violation is not None and run.violation.reason == "tampering"
+    assert "rewrote it" in run.violation.message
+    assert run.owed() == {(task.id, "kept") for task in tasks}, "none of the file's outputs is taken"
+    results = tasks_module._collect(run)
+    assert all(results[t.id].outcome.reason == "tampering" for t in tasks)
+
+
+def test_a_kept_output_signed_without_the_key_is_tampering(tmp_path):
+    """Its frame is taken as it comes (its payload is not there to check yet), and refused with it."""
+    run, _ = _kept_in_bulk(tmp_path, [secrets.token_bytes(1000)], signed_with=secrets.token_bytes(32))
+    assert run.finished, "the harness's own frames after it were taken"
+    assert run.violation is not None and run.violation.reason == "tampering" and not run.outputs
+
+
+def test_a_payload_in_the_file_for_anything_but_an_output_or_past_its_end_is_tampering(tmp_path):
+    from grader.messages.bulk import Bulk
+
+    bulk = Bulk()
+    bulk.bound(100)
+    cases = (((Finished(0), b"xy"), bulk, "a Finished with a payload"),
+             ((reports.Output("t", "kept", "uint8", [200]), bytes(200)), bulk, "past its end"),
+             ((reports.Output("t", "kept", "uint8", [2]), b"xy"), None, "not given"))
+    for sent, bulk_given, said in cases:
+        key = secrets.token_bytes(32)
+        read_fd, write_fd = os.pipe()
+        reader = frames.FrameReader(os.fdopen(read_fd, "rb"), key, tmp_path, 1 << 20, 1 << 20, bulk_given)
+        spare = Bulk()  # where the writer puts the bytes: the parent's file is too small for them
+        frames.FrameWriter(write_fd, key, spare.fd).send(*sent, bulk=True)
+        os.close(write_fd)
+        with pytest.raises(decoding.ProtocolError) as refused:
+            reader.read()
+        assert refused.value.reason == "tampering", said
+
+
+def test_the_file_is_bounded_before_any_student_code_runs(tmp_path):
+    """Sized to what the benchmarks may send and sealed: a child can neither grow it (to fill the
+    machine's memory with it) nor shrink it, nor seal it against the harness's writes."""
+    import fcntl
+
+    from grader.messages.bulk import Bulk
+
+    bulk = Bulk()
+    bulk.bound(1 << 20)
+    child_end = os.dup(bulk.fd)
+    with pytest.raises(PermissionError):
+        os.pwrite(child_end, b"x", 1 << 20)
+    for change in (lambda: os.ftruncate(child_end, 1 << 30), lambda: os.ftruncate(child_end, 0),
+                   lambda: fcntl.fcntl(child_end, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)):  # fmt: skip
+        with pytest.raises(PermissionError):
+            change()
+    assert bulk.size == 1 << 20
+    os.close(child_end)
