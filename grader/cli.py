@@ -116,6 +116,7 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)
     report.write_html(result, args.html)
+    gpu_lock.note("results and report written")
     terminal.print_table(result, console)
     gpu_lock.note("grade reported")
     if profile:  # each timed case once more, under Nsight Compute (advice, never the grade)

@@ -319,6 +319,7 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
         return grading.run(), grading.phases
     finally:
         grading.scratch.remove()  # outputs of large cases weigh gigabytes
+        gpu_lock.note(f"{assignment.name} folder removed")
 
 
 def grade_submission(submission: Path, assignments: list[Assignment], settings: Settings) -> Grade:

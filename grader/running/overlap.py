@@ -24,7 +24,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Callable
 
-from grader.running import early_workers
+from grader.running import early_workers, gpu_lock
 
 # What a grading holds on its GPU beside torch's capped allocator (assignment.toml's gpu_memory_gib):
 # its CUDA contexts (the correctness child's, the timing child's, which starts beside it, and the
@@ -108,6 +108,8 @@ def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: f
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     graded[running.pop(future).name] = future.result()
+            gpu_lock.note("every assignment graded")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    gpu_lock.note("side-by-side workers ended")
     return graded
