@@ -200,7 +200,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     job = read_job(raw)
     if not job.ahead:
         sys.stdin.close()
-    writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key), job.bulk_fd)
+    writer = FrameWriter(job.channel_fd, bytes.fromhex(job.key))
     job.key = ""
     del raw
     benchmarks = _benchmarks(job)

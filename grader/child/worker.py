@@ -147,20 +147,20 @@ class Worker:
         every timing, shares the GPU again meanwhile (gpu_lock.Timed.share)."""
         while self.owed:
             task, name, out = self.owed.pop(0)
-            self.send_tensor(task, name, out, bulk=True)  # into the file the parent gave for them (messages/bulk.py)
+            self.send_tensor(task, name, out)
             del out
 
-    def send_tensor(self, task: Task, name: str, out: torch.Tensor, bulk: bool = False) -> None:
+    def send_tensor(self, task: Task, name: str, out: torch.Tensor) -> None:
         header = Output(task.id, name, _dtype_name(out.dtype), list(out.shape))
         if out.numel() * out.element_size() > task.max_output_bytes:
             header.sent = False
             self.send(header)
         elif out.device.type == "cuda" and out.numel():
             flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
-            self.send(header, self.pieces(flat), flat.numel(), bulk=bulk)
+            self.send(header, self.pieces(flat), flat.numel())
         else:
             host = out.detach().to("cpu", copy=True).contiguous()
-            self.send(header, host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b"", bulk=bulk)
+            self.send(header, host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b"")
 
     def pieces(self, flat: torch.Tensor) -> Iterator[memoryview]:
         """A GPU tensor's bytes, piece by piece, through one buffer of pinned host memory: 268 MB

@@ -60,7 +60,7 @@ def load_output(observation: Observation, outputs: dict[str, OutputFile], device
     if found is None or found.dtype not in TORCH_DTYPES:
         return "nothing"
     dtype = TORCH_DTYPES[found.dtype]
-    if not found.sent:
+    if found.path is None:
         return torch.empty(found.shape, dtype=dtype, device="meta")
     return found.read().view(dtype).reshape(found.shape).to(device)
 

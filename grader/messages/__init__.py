@@ -3,8 +3,7 @@
 Parent to child: one `Job` (job.py) as JSON on the child's standard input, read once and closed.
 Child to parent: the messages of reports.py, each in a signed frame on a pipe (frames.py). A
 message becomes JSON and comes back typed through decoding.py, where everything the parent reads
-is checked: it is untrusted. A timing child's kept outputs cross in a memory file the parent made
-(bulk.py), signed on the pipe and checked once the child is gone.
+is checked: it is untrusted.
 
 What the signature proves, and what it does not. The key never meets a name student code can
 rebind (frames.FrameWriter), so student code cannot sign a frame, nor rewrite one through a

@@ -8,11 +8,8 @@ each 4 MB of it in turn, which both ends hash on several threads at once), under
 the parent and the child's harness know (it arrives inside the Job). Student code shares the
 child's process, so it can find the pipe; a frame it writes without the key fails the check and
 the parent calls that `tampering`. The payload carries an output tensor's bytes, streamed straight
-into a file the parent owns, never a path the child names. A timing child's kept outputs go
-instead into a memory file the parent gave it (bulk.py), the payload length's top bit (BULK) set
-and nothing of them on the pipe: the frame is read at once and its signature checked once the
-child is gone (`FrameReader.check_kept`). What the signature proves, and what it does not, is in
-this package's docstring (grader/messages/__init__.py).
+into a file the parent owns, never a path the child names. What the signature proves, and what it
+does not, is in this package's docstring (grader/messages/__init__.py).
 """
 
 from __future__ import annotations
@@ -30,9 +27,8 @@ from _hashlib import openssl_sha256 as _sha256
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, BinaryIO, Iterable
 
-from grader.messages.bulk import Bulk
 from grader.messages.decoding import DATACLASSES, ProtocolError, decode
-from grader.messages.reports import MESSAGES, OUTCOMES, Output
+from grader.messages.reports import MESSAGES, OUTCOMES
 
 PREFIX = struct.Struct(">IQ")  # header length, payload length
 MAC_BYTES = 32
@@ -41,7 +37,6 @@ PAYLOAD_CHUNK = 1 << 22  # a payload's unit of hashing (its SHA-256 goes into th
 SENT_CHUNK = 1 << 24  # the child's pieces of a payload
 DIGEST_THREADS = 4  # the parent's threads hashing a payload's units
 READ_AHEAD = 8  # units the parent reads before the oldest is hashed and written
-BULK = 1 << 63  # in a frame's payload length: the payload lies in the kept outputs' file (bulk.py), after the last one
 
 
 def _mac(key: bytes, seq: int, header: bytes, payload_length: int):
@@ -66,84 +61,69 @@ class FrameWriter:
     a payload while it is written, are its own copies. (What it cannot stop is in this module's
     docstring.)"""
 
-    def __init__(self, fd: int, key: bytes, bulk_fd: int = -1):
+    def __init__(self, fd: int, key: bytes):
         self.fd, self.seq = fd, 0
-        self.bulk_fd, self.bulk_at = bulk_fd, 0  # the kept outputs' file (bulk.py), and where its next payload goes
         self._signer = _hmac_new(key, digestmod="sha256")
         self._encode = c_make_encoder(None, _unencodable, encode_basestring_ascii, None, ": ", ", ", False, False, True)
         self._names = {cls: name for name, cls in {**MESSAGES, **OUTCOMES}.items()}
         self._tagged = frozenset(OUTCOMES.values())
         self._fields = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in DATACLASSES}
-        self._threads = (_thread.start_new_thread, _thread.allocate_lock, _update_and_release, _update_put_release)
-        self._sha256, self._pwrite = _sha256, os.pwrite
+        self._threads = (_thread.start_new_thread, _thread.allocate_lock, _update_and_release)
+        self._sha256 = _sha256
 
-    def send(self, message: Any, payload: memoryview | bytes | Iterable = b"", length: int | None = None,
-             bulk: bool = False) -> None:  # fmt: skip
+    def send(self, message: Any, payload: memoryview | bytes | Iterable = b"", length: int | None = None) -> None:
         """Sign and write one frame. `payload`: bytes, or pieces of bytes adding up to `length`,
-        each asked for once the one before is signed and written (a producer may reuse its buffer);
-        `bulk`: into the kept outputs' file, where the parent gave one (bulk.py)."""
+        each asked for once the one before is signed and written (a producer may reuse its buffer)."""
         if length is None:
             view = memoryview(payload).cast("B")
             payload, length = (view[start : start + SENT_CHUNK] for start in range(0, len(view), SENT_CHUNK)), len(view)
-        at = self.bulk_at if bulk and self.bulk_fd >= 0 and length else None
-        said = length if at is None else length | BULK
         header = "".join(self._encode({"type": self._names[type(message)], "body": self._plain(message)}, 0)).encode()
         mac = self._signer.copy()
-        mac.update(self.seq.to_bytes(8, "big") + PREFIX.pack(len(header), said) + header)
-        if at is None:
-            self._write(PREFIX.pack(len(header), said) + header)
+        mac.update(self.seq.to_bytes(8, "big") + PREFIX.pack(len(header), length) + header)
+        self._write(PREFIX.pack(len(header), length) + header)
         left, units = length, []  # each unit's SHA-256, in order; the last may still be filling
         for piece in payload:
             piece = memoryview(piece).cast("B")
             if len(piece) > left:
                 raise ValueError("a payload longer than its frame says")
-            self._hash_and_write(units, length - left, piece, None if at is None else at + length - left)
+            self._hash_and_write(units, length - left, piece)
             left -= len(piece)
         if left:
             raise ValueError("a payload shorter than its frame says")
         mac.update(b"".join(unit.digest() for unit in units))
-        if at is None:
-            self._write(mac.digest())
-        else:  # its bytes are in the file: the frame follows them, whole
-            self.bulk_at += length
-            self._write(PREFIX.pack(len(header), said) + header + mac.digest())
+        self._write(mac.digest())
         self.seq += 1
 
-    def _hash_and_write(self, units: list, offset: int, piece: memoryview, at: int | None = None) -> None:
+    def _hash_and_write(self, units: list, offset: int, piece: memoryview) -> None:
         """Hash a piece that starts `offset` bytes into the payload, each of its units (PAYLOAD_CHUNK
         bytes of the payload) on a thread of the writer's own, while writing it: each waits on
         OpenSSL or the kernel, not on Python. One HMAC over the whole payload, signed on one
         thread while written, had let a vector addition's 470 MB of kept outputs leave its child in
         0.38 s on an H200 alone and 0.63 s beside seven other gradings, bound by the hashing, while
         the next timed phase waited. Where no thread can start (a process limit that the student's
-        threads used up), one after the other. With `at` (the kept outputs' file: bulk.py), each
-        thread also writes its part there, `at` being where the piece goes."""
-        start_thread, new_lock, update, update_put = self._threads
-        jobs, done_at = [], 0
-        while done_at < len(piece):
-            filled = (offset + done_at) % PAYLOAD_CHUNK
+        threads used up), one after the other."""
+        start_thread, new_lock, update = self._threads
+        jobs, at = [], 0
+        while at < len(piece):
+            filled = (offset + at) % PAYLOAD_CHUNK
             if not filled:
                 units.append(self._sha256())
-            take = min(PAYLOAD_CHUNK - filled, len(piece) - done_at)
-            jobs.append((units[-1], piece[done_at : done_at + take], done_at))
-            done_at += take
-        hashed, failed = [], []
-        for unit, part, within in jobs:  # each unit has one part of this piece: no two threads share a hash
+            take = min(PAYLOAD_CHUNK - filled, len(piece) - at)
+            jobs.append((units[-1], piece[at : at + take]))
+            at += take
+        hashed = []
+        for unit, part in jobs:  # each unit has one part of this piece: no two threads share a hash
             done = new_lock()
             done.acquire()
-            put = (unit, part, self._pwrite, self.bulk_fd, None if at is None else at + within, failed, done)
-            work, args = (update, (unit, part, done)) if at is None else (update_put, put)
             try:
-                start_thread(work, args)
+                start_thread(update, (unit, part, done))
             except RuntimeError:
-                work(*args)
+                unit.update(part)
+                done.release()
             hashed.append(done)
-        if at is None:
-            self._write(piece)
+        self._write(piece)
         for done in hashed:
-            done.acquire()  # hashed (and put) too: the piece's buffer may be reused
-        if failed:
-            raise failed[0]
+            done.acquire()  # hashed too: the piece's buffer may be reused
 
     def _plain(self, value: Any) -> Any:
         """A message as JSON-ready data; a union member carries its class name under "type"."""
@@ -170,7 +150,6 @@ class Frame:
     message: Any
     payload: Path | None = None  # where the parent wrote the payload's bytes
     payload_bytes: int = 0
-    kept_at: int | None = None  # where the payload lies in the kept outputs' file (bulk.py), if it does
 
 
 class FrameReader:
@@ -180,12 +159,9 @@ class FrameReader:
     parent fill its disk; every violation is a ProtocolError and ends the reading.
     """
 
-    def __init__(self, stream: BinaryIO, key: bytes, folder: Path, payload_cap: int, budget: int,
-                 bulk: Bulk | None = None):  # fmt: skip
+    def __init__(self, stream: BinaryIO, key: bytes, folder: Path, payload_cap: int, budget: int):
         self.stream, self.key, self.folder = stream, key, folder
         self.payload_cap, self.budget, self.seq = payload_cap, budget, 0
-        self.bulk, self.bulk_at = bulk, 0  # the kept outputs' file (where the child had one), its next payload's place
-        self.unchecked: list[tuple[Any, int, int, bytes]] = []  # its payloads' frames: (mac, offset, length, signature)
 
     def _exactly(self, count: int) -> bytes:
         data = self.stream.read(count)
@@ -200,54 +176,24 @@ class FrameReader:
             raise EOFError
         if len(prefix) != PREFIX.size:
             raise ProtocolError("crash", "the result channel ended in the middle of a message")
-        header_length, said = PREFIX.unpack(prefix)
-        payload_length, in_bulk = said & ~BULK, bool(said & BULK)
+        header_length, payload_length = PREFIX.unpack(prefix)
         if header_length > MAX_HEADER_BYTES:
             raise ProtocolError("tampering", f"a message header of {header_length} bytes (at most {MAX_HEADER_BYTES})")
         if payload_length > min(self.payload_cap, self.budget):
             raise ProtocolError("tampering", f"a payload of {payload_length} bytes, more than the output can hold")
-        if in_bulk and (self.bulk is None or self.bulk_at + payload_length > self.bulk.size):
-            raise ProtocolError("tampering", "a payload said to lie in a file of kept outputs that the child was not "
-                                f"given, or past its end ({payload_length} bytes at {self.bulk_at})")  # fmt: skip
         try:
             header = self._exactly(header_length)
-            mac = _mac(self.key, self.seq, header, said)
-            path = self._payload(payload_length, mac) if payload_length and not in_bulk else None
+            mac = _mac(self.key, self.seq, header, payload_length)
+            path = self._payload(payload_length, mac) if payload_length else None
             signature = self._exactly(MAC_BYTES)
         except EOFError:
             raise ProtocolError("crash", "the result channel ended in the middle of a message") from None
-        if in_bulk:
-            return self._in_bulk(header, payload_length, mac, signature)
         if not hmac.compare_digest(signature, mac.digest()):
             raise ProtocolError("tampering", "a message on the result channel was not signed by the grader's harness: "
                                 "something else in the process wrote to it")  # fmt: skip
         self.seq += 1
         self.budget -= payload_length
         return Frame(decode(header), path, payload_length)
-
-    def _in_bulk(self, header: bytes, length: int, mac, signature: bytes) -> Frame:
-        """A frame whose payload lies in the kept outputs' file: taken now, its signature checked
-        with its payload's once the child is gone (`check_kept`). Only an output's frame says so."""
-        message = decode(header)
-        if type(message) is not Output:
-            raise ProtocolError("tampering", f"a {type(message).__name__} with a payload in the kept outputs' file")
-        self.unchecked.append((mac, self.bulk_at, length, signature))
-        frame = Frame(message, None, length, kept_at=self.bulk_at)
-        self.bulk_at += length
-        self.seq += 1
-        self.budget -= length
-        return frame
-
-    def check_kept(self) -> None:
-        """Each payload in the kept outputs' file against the signature of its frame: called once
-        the child is gone, when nothing can rewrite the file any more. Tampering where one fails."""
-        while self.unchecked:
-            mac, offset, length, signature = self.unchecked.pop(0)
-            mac.update(self.bulk.digests(offset, length))
-            if not hmac.compare_digest(signature, mac.digest()):
-                self.unchecked.clear()
-                raise ProtocolError("tampering", "an output in the file of kept outputs is not what the grader's "
-                                    "harness wrote and signed: something else in the process rewrote it")  # fmt: skip
 
     def _payload(self, length: int, mac) -> Path:
         """The payload's bytes, into a new file of the parent's. Reading the next units, hashing
@@ -291,19 +237,6 @@ class FrameReader:
 def _update_and_release(unit, part: memoryview, done) -> None:
     try:
         unit.update(part)
-    finally:
-        done.release()
-
-
-def _update_put_release(unit, part: memoryview, pwrite, fd: int, at: int, failed: list, done) -> None:
-    """Hash a part of a payload, and write it at `at` of the kept outputs' file."""
-    try:
-        unit.update(part)
-        while part:
-            written = pwrite(fd, part, at)
-            part, at = part[written:], at + written
-    except BaseException as error:  # noqa: BLE001 (raised by the writer, once every part is done)
-        failed.append(error)
     finally:
         done.release()
 

@@ -71,5 +71,3 @@ class Job:
     # it may be given, for its start's warm-up; the ones it runs follow as a second line, once the
     # parent knows which parts passed their correctness cases.
     ahead: bool = False
-    # A timing child's file for the outputs it keeps for later (messages/bulk.py), by its number; -1: none.
-    bulk_fd: int = -1

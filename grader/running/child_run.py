@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Callable
 
 from grader.messages import frames
-from grader.messages.bulk import Bulk
 from grader.messages.decoding import ProtocolError
 from grader.messages.job import Task
 from grader.running import gpu_lock
@@ -55,30 +54,17 @@ class Capture(threading.Thread):
 
 @dataclass
 class OutputFile:
-    """An output tensor as the parent wrote it to its own file (`path`), or as a timing child wrote
-    it into the kept outputs' file the parent gave it (`bulk`, from `offset`, checked once the child
-    was gone: Channel.check_kept); neither when it was not sent."""
+    """An output tensor as the parent wrote it to its own file (`path` is None when not sent)."""
 
     dtype: str
     shape: list[int]
     path: Path | None
-    bulk: Bulk | None = None
-    offset: int = 0
-    length: int = 0
-
-    @property
-    def sent(self) -> bool:
-        return self.path is not None or self.bulk is not None
 
     def read(self):
         """The file's bytes, read once into a uint8 tensor of their own: read_bytes and a bytearray
         of it were two copies (8 s of a gibibyte's on the 2-core machine, where this is 1.5 s)."""
         import torch
 
-        if self.bulk is not None:
-            raw = torch.empty(self.length, dtype=torch.uint8)
-            self.bulk.read_into(memoryview(raw.numpy()), self.offset)
-            return raw
         raw = torch.empty(self.path.stat().st_size, dtype=torch.uint8)
         view, done = memoryview(raw.numpy()), 0
         with open(self.path, "rb", buffering=0) as file:
@@ -168,12 +154,11 @@ class Channel(threading.Thread):
     """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
 
     def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation,
-                 gpu_cap_bytes: int = 0, open_gate: Callable[[str], None] | None = None,
-                 bulk: Bulk | None = None):  # fmt: skip
+                 gpu_cap_bytes: int = 0, open_gate: Callable[[str], None] | None = None):  # fmt: skip
         super().__init__(daemon=True)
         self.gpu_cap_bytes, self.open_gate = gpu_cap_bytes, open_gate
         self.file = os.fdopen(fd, "rb")
-        self.reader = frames.FrameReader(self.file, key, folder, 0, 0, bulk)
+        self.reader = frames.FrameReader(self.file, key, folder, 0, 0)
         self.take_tasks(tasks)
         self.run_, self.on_violation = run, on_violation
         self.up = threading.Event()  # the harness said it was up (Hello), or the channel ended before
@@ -226,9 +211,7 @@ class Channel(threading.Thread):
         elif isinstance(message, Start) and message.task in self.tasks:
             run.started.append(message.task)
             run.task_began[message.task] = time.monotonic()
-        elif isinstance(message, Output) and frame.kept_at is None and message.task == run.in_flight:
-            self.output(message, frame)
-        elif isinstance(message, Output) and (message.task, message.name) in run.owed():
+        elif isinstance(message, Output) and (message.task == run.in_flight or (message.task, message.name) in run.owed()):
             self.output(message, frame)
         elif isinstance(message, Done) and message.task == run.in_flight:
             run.outcomes[message.task] = message
@@ -254,17 +237,4 @@ class Channel(threading.Thread):
         if size is None or len(message.shape) > 8 or (message.sent and frame.payload_bytes != expected):
             raise ProtocolError("tampering", f"an output whose bytes do not match its shape and dtype ({message.dtype})")
         path = frame.payload if message.sent else None
-        bulk = self.reader.bulk if message.sent and frame.kept_at is not None else None
-        found = OutputFile(message.dtype, message.shape, path, bulk, frame.kept_at or 0, frame.payload_bytes)
-        self.run_.outputs[(message.task, message.name)] = found
-
-    def check_kept(self) -> None:
-        """Once the child is gone: every output in the kept outputs' file against its frame's
-        signature (frames.FrameReader.check_kept). Where one fails, none of them is taken: each is
-        owed still, and the reason is the violation's."""
-        try:
-            self.reader.check_kept()
-        except ProtocolError as error:
-            self.run_.violation = self.run_.violation or error
-            for key in [key for key, found in self.run_.outputs.items() if found.bulk is not None]:
-                del self.run_.outputs[key]
+        self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, path)

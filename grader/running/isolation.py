@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Callable
 
 from grader.messages import decoding
-from grader.messages.bulk import Bulk
 from grader.running import child_env, gpu_lock, memory_cgroup, sandbox, triton_key
 from grader.running.child_run import Capture, Channel, ChildRun
 # What grading.py and the tests name through this module: a child started ahead (spawned.py).
@@ -169,14 +168,11 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
     witness_fd, reader = _witness(witness, env, preload=view is None)
-    # A timing child's kept outputs cross in a file of this process's (messages/bulk.py): it keeps its end.
-    bulk = Bulk() if timed else None
     # bwrap and Popen keep the numbers of the descriptors they pass on.
     passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd, witness_fd) if f is not None and f >= 0)
     before = children()
-    process = subprocess.Popen(argv, pass_fds=passed + ((bulk.fd,) if bulk else ()), stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=job.submission_dir if view is None else "/", env=env,
+    process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=job.submission_dir if view is None else "/", env=env,
                                start_new_session=True)  # fmt: skip
     _live_children.add(process.pid)
     for fd in passed:
@@ -186,7 +182,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     for thread in (watchdog, *captures, *([reader] if reader else [])):
         thread.start()
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
-                   gpu_memory_gib, outputs, reader, held=held, memory=memory, bulk=bulk)  # fmt: skip
+                   gpu_memory_gib, outputs, reader, held=held, memory=memory)  # fmt: skip
 
 
 def _witness(found: witness_build.Library | None, env: dict[str, str],
@@ -231,10 +227,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     child.taken = True
     child.let_import()  # where it still waits to import: its job is here
     job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd
-    job.gpu_memory_gib, job.bulk_fd = child.gpu_memory_gib, child.bulk.fd if child.bulk else -1
-    if child.bulk is not None:
-        # Its size for good before any student code runs: what its benchmarks may send (bulk.py).
-        child.bulk.bound(sum(task.max_output_bytes for task in job.tasks if task.kind == "bench"))
+    job.gpu_memory_gib = child.gpu_memory_gib
     run = child.ahead.run if child.ahead is not None else ChildRun()
     process, watchdog = child.process, child.watchdog
 
@@ -246,8 +239,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
 
     if child.ahead is None:
         channel = Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
-                          int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None,
-                          child.bulk)  # fmt: skip
+                          int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
         started = run.began = time.monotonic()
         channel.start()
         send_line(process, decoding.job_json(job))
@@ -277,7 +269,6 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     run.returncode, run.seconds = process.returncode, time.monotonic() - started
     run.timed_out = run.timed_out and not watchdog.verdict
     run.witness = child.witness.result() if child.witness is not None else None
-    channel.check_kept()  # the child is gone: its kept outputs can change no more
     if mark:
         gpu_lock.note(f"{mark} child reaped")
     run.stdout, run.stderr, run.limit_hit = out.text(), err.text(), watchdog.verdict or child.memory_verdict

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.messages.bulk import Bulk
 from grader.messages import decoding
 from grader.messages.job import Job
 from grader.running import memory_cgroup
@@ -50,7 +49,6 @@ class Spawned:
     memory_verdict: tuple[str, str] | None = None  # (reason, message) when the cgroup's OOM killer ended it
     held: bool = False  # it waits on its gate before it imports anything (`let_import`)
     ahead: Ahead | None = None  # started ahead of its tasks (`start_ahead`)
-    bulk: Bulk | None = None  # a timing child's file for its kept outputs (messages/bulk.py), by this process's number
     _letting: threading.Lock = field(default_factory=threading.Lock)
 
     def let_import(self) -> None:
@@ -112,8 +110,7 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
     may), "ready" once its harness is up, "gone" where the child ended before that. run_child
     then sends the benchmarks it is to run, those of the parts whose correctness passed."""
     job = dataclasses.replace(job, ahead=True, key=child.key.hex(), channel_fd=child.write_fd, gate_fd=child.gate_fd,
-                              gpu_memory_gib=child.gpu_memory_gib,
-                              bulk_fd=child.bulk.fd if child.bulk else -1)  # fmt: skip
+                              gpu_memory_gib=child.gpu_memory_gib)  # fmt: skip
     run = ChildRun(ahead=True)
 
     def open_gate(stage: str) -> None:
@@ -127,8 +124,7 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
             tell(gate, "gone", run, child.watchdog)
 
     channel = Channel(child.read_fd, child.key, child.outputs, [], run, child.watchdog.kill_all,
-                      int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None,
-                      child.bulk)  # fmt: skip
+                      int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
     channel.on_end = ended if gate is not None else None
     sending = threading.Thread(target=send_line, args=(child.process, decoding.job_json(job), False), daemon=True)
     child.ahead = Ahead(run, channel, sending)
