@@ -74,4 +74,10 @@ def _assignment_count(argv: list[str]) -> int:
 
 
 def _import_grading() -> None:
-    import grader.grading  # noqa: F401 (torch, Triton and the grader, before the first assignment)
+    """What a grading imports that takes the time: torch, Triton and the grader's judging and
+    children (not grader.grading itself, which imports this module)."""
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+
+    import grader.judging.verdicts  # noqa: F401
+    import grader.running.isolation  # noqa: F401
