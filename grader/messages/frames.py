@@ -103,7 +103,7 @@ class FrameWriter:
         the next timed phase waited. Where no thread can start (a process limit that the student's
         threads used up), one after the other. The pipe is not what bounds a timing child's sending
         now: with the outputs written into a memory file the parent made instead (tried on an H200,
-        2026-12-03), softmax's 2.5 GB still took 1.9 s, as through the pipe."""
+        2026-12-03), one assignment's 2.5 GB still took 1.9 s, as through the pipe."""
         start_thread, new_lock, update = self._threads
         jobs, at = [], 0
         while at < len(piece):
