@@ -19,7 +19,7 @@ from grader.kernels import profiling
 from grader.reporting import profile_table, report, terminal
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
-from grader.running import gpu_lock
+from grader.running import early_workers, gpu_lock
 from grader.running.gpu_lock import GpuLock
 from grader.grading import Settings, grade_submission
 from grader.reporting.results_json import write_json
@@ -88,11 +88,9 @@ def _assignments(names: list[str]):
 
 
 def side_by_side(device: str, assignments: list) -> int:
-    """How many assignments `grade` grades at once: on a GPU, all of them if the cores allow (a
-    grading's children keep about two cores busy), and as many as its memory holds (overlap.py)."""
-    if device != "cuda":
-        return 1
-    return max(1, min(len(assignments), (os.cpu_count() or 2) // 2))
+    """How many assignments `grade` grades at once: on a GPU, all of them if the cores allow, and as
+    many as its memory holds (early_workers.at_once, overlap.py); one after another on the CPU."""
+    return early_workers.at_once(len(assignments)) if device == "cuda" else 1
 
 
 def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> int:

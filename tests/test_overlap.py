@@ -82,9 +82,6 @@ def test_side_by_side_grades_in_the_workers_started_ahead(monkeypatch):
     used = []
 
     class Pool:
-        def __init__(self):
-            self.inner = None
-
         def submit(self, fn, *args):
             used.append(args[0].name)
             from concurrent.futures import Future

@@ -14,7 +14,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 DEVICE_NODE = "/dev/nvidiactl"  # present wherever NVIDIA's driver is loaded
 _pool: ProcessPoolExecutor | None = None
@@ -29,13 +28,19 @@ def start(argv: list[str], device_node: str = DEVICE_NODE) -> None:
         return
     if _option(argv, "--device") == "cpu":
         return
-    size = min(_assignment_count(argv), (os.cpu_count() or 2) // 2)  # cli.side_by_side's most
+    size = at_once(_assignment_count(argv))
     if size < 2:
         return
     _pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_import_grading)
     _size = size
     for _ in range(size):  # a pool of spawned workers starts one more at each task that finds none idle
         _pool.submit(int)
+
+
+def at_once(count: int) -> int:
+    """How many of `count` assignments a GPU grade grades at once, as the cores allow (a grading's
+    children keep about two cores busy); overlap.py then starts as many as the GPU's memory holds."""
+    return max(1, min(count, (os.cpu_count() or 2) // 2))
 
 
 def take(size: int) -> ProcessPoolExecutor | None:
@@ -68,9 +73,9 @@ def _assignment_count(argv: list[str]) -> int:
     named = sum(1 for word in argv if word == "--assignment" or word.startswith("--assignment="))
     if named:
         return named
-    from grader.assignment.spec import REPO_ROOT
+    from grader.assignment.loading import assignment_names
 
-    return sum(1 for toml in (Path(REPO_ROOT) / "assignments").glob("*/assignment.toml"))
+    return len(assignment_names())
 
 
 def _import_grading() -> None:

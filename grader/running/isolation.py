@@ -257,7 +257,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
             open_gate("run")
     # A timing child's end, step by step, in the hold log: its phase keeps the GPU from the next
     # timed phase until the child is gone (gpu_lock.Timed.share).
-    mark = f"{Path(job.assignment_dir).name} {job.tasks[0].kind}" if job.tasks and job.tasks[0].kind == "bench" else ""
+    mark = f"{Path(job.assignment_dir).name} bench" if job.tasks and job.tasks[0].kind == "bench" else ""
     channel.mark = mark
     run.timed_out = run.timed_out or _wait(process, started, timeout_s, run, gate is not None)
     if mark:
