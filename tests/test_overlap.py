@@ -8,6 +8,8 @@ test_gpu_lock.py's; the wall time on a GPU is in docs/measurements.md.
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from types import SimpleNamespace
 
 import pytest
@@ -54,6 +56,29 @@ def _imported_grading() -> bool:
     import sys
 
     return {"torch", "triton", "grader.judging.verdicts", "grader.running.isolation"} <= set(sys.modules)
+
+
+def _leave_a_mark_at_exit(mark: str, quickly: bool) -> None:
+    """A worker's initializer: an exit handler of its own (as torch registers at its import), then
+    early_workers' hook where `quickly`."""
+    import atexit
+    from pathlib import Path
+
+    atexit.register(Path(mark).touch)
+    if quickly:
+        early_workers.end_quickly()
+
+
+def test_a_worker_ends_without_the_exit_handlers_registered_before_its_hook(tmp_path):
+    """What early_workers' initializer registers last skips the interpreter's teardown: a handler
+    registered before it (torch's, Triton's) never runs, and the worker still ends, with its results sent."""
+    for quickly in (False, True):
+        mark = tmp_path / f"ran-{quickly}"
+        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_leave_a_mark_at_exit, initargs=(str(mark), quickly))  # fmt: skip
+        with pool:
+            assert pool.submit(int, "7").result(timeout=300) == 7
+        assert mark.exists() != quickly, f"quickly={quickly}: the handler registered first ran: {mark.exists()}"
 
 
 def test_a_gpu_grade_starts_its_workers_as_the_command_begins_and_they_import_the_grader(tmp_path, monkeypatch):

@@ -11,8 +11,10 @@ command (`close`).
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
 DEVICE_NODE = "/dev/nvidiactl"  # present wherever NVIDIA's driver is loaded
@@ -86,3 +88,23 @@ def _import_grading() -> None:
 
     import grader.judging.verdicts  # noqa: F401
     import grader.running.isolation  # noqa: F401
+
+    end_quickly()
+
+
+def end_quickly() -> None:
+    """Let this process end, once its work is done, without its interpreter's teardown: registered
+    after torch's import, the hook runs before the exit handlers torch and Triton registered, and
+    before the collection of every module's objects. A pool's worker ends after it has sent its
+    last result (the pool's queues are written at once), so nothing of it is lost; its ending had
+    taken 1.3 s of a warm GPU grade's wall time on an H200's host (2026-12-03), with nothing to show."""
+    atexit.register(_exit_now)
+
+
+def _exit_now() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(0)
