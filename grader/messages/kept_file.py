@@ -1,0 +1,161 @@
+"""The memory file a timing child's kept outputs cross in (`KeptFile`, the parent's; `Putter`, the child's).
+
+A timing child keeps one output of its timed calls per benchmark on the GPU (up to 2.5 GB for an
+assignment) and sends them after its last timing; no other timed phase starts until it has, and
+is gone (gpu_lock.Timed.share). Through the channel's pipe, hashed at both ends, they crossed at
+about 1.5 GB/s on an H200's host, the child's writes into the pipe most of it: 5.5 s of a warm
+grading of every assignment, between timed phases. Here the parent makes a memory file (memfd),
+sized before the child has its tasks and sealed against growing, and the child's harness copies
+each kept output from the GPU straight into its mapping of it (pinned for the copy engine where
+CUDA lets it, else through pinned memory of its own), then signs a frame on the pipe that says
+where it lies and its fingerprint.
+
+Its fingerprint, and not a hash of the file's bytes, is what makes a rewrite show. The harness
+takes it on the GPU from its own copy of the output (worker.Worker.run_bench), before any byte
+leaves the GPU: a weighted sum, modulo 2**64, of the output's 32-bit words, with weights drawn
+from a seed of the parent's (in the Job, as the key is); the parent takes it again from what it
+reads, on its own GPU, when it judges the output. A rewrite of the file by code in the child,
+before the harness's copy or after it, or by anything that kept a hold of the file once the child
+was gone, changes the sum except by chance (at most 2**-31 for a change the writer did not see the
+weights of) and is `tampering`. The pipe's hashes bound nothing of this kind: code in the child
+could rewrite the harness's pinned buffer between its copy and its hashing.
+
+The file is bounded before any student code runs: the parent sizes it to what the benchmarks may
+send and seals it against growing or shrinking, so a child cannot fill the machine's memory with
+it; its pages are the child's, counted by its memory cgroup where it has one, as they are written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import time
+
+FINGERPRINT_WORDS = 1 << 24  # the words summed at once (three int64 temporaries of 128 MiB)
+PIECE = 1 << 26  # bytes copied at once through the child's pinned memory, where the file could not be pinned
+
+
+def _torch():
+    import torch  # the grading's processes have it; a module that only sizes the file does not need it
+
+    return torch
+
+
+class KeptFile:
+    """The parent's memory file for one timing child's kept outputs."""
+
+    def __init__(self):
+        self.fd = os.memfd_create("kept-outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self._mapped: mmap.mmap | None = None
+
+    def bound(self, size: int) -> None:
+        """Its size, fixed for good: the child can neither grow it nor shrink it, nor seal it."""
+        os.ftruncate(self.fd, size)
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+
+    @property
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def bytes_at(self, offset: int, length: int):
+        """`length` bytes from `offset` as a uint8 tensor over the file itself (no copy): a private
+        mapping, so nothing the parent does to the tensor reaches the file."""
+        torch = _torch()
+        if self._mapped is None:
+            self._mapped = mmap.mmap(self.fd, self.size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        return torch.frombuffer(self._mapped, dtype=torch.uint8, count=length, offset=offset)
+
+    def close(self) -> None:
+        self._mapped = None  # unmapped once the last tensor over it is gone
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self):
+        self.close()
+
+
+def fingerprint(flat, seed: int) -> int:
+    """A uint8 tensor's fingerprint: the sum of its 32-bit words (its bytes where their count is
+    not a multiple of four), each times a weight drawn from `seed` by torch's generator on the
+    tensor's device, modulo 2**64. Integer sums wrap, so the order of the GPU's additions changes
+    nothing, and the parent's GPU draws the child's weights from the same seed."""
+    torch = _torch()
+    words = flat.view(torch.int32) if flat.numel() % 4 == 0 else flat
+    generator = torch.Generator(device=flat.device)
+    total = torch.zeros((), dtype=torch.int64, device=flat.device)
+    for index, start in enumerate(range(0, words.numel(), FINGERPRINT_WORDS)):
+        part = words[start : start + FINGERPRINT_WORDS].to(torch.int64)
+        generator.manual_seed((seed + index) % (1 << 63))
+        weights = torch.empty_like(part).random_(generator=generator)
+        total += part.mul_(weights).sum()
+        del part, weights
+    return int(total.item())
+
+
+class Putter:
+    """The child's end: copies GPU tensors' bytes one after another into the parent's file."""
+
+    def __init__(self, fd: int, staged: bool = False):
+        self.fd, self.at = fd, 0
+        self.size = os.fstat(fd).st_size
+        self.staged = staged  # through pinned memory of its own even where CUDA would pin the file
+        self.registered = False  # the mapping pinned for the copy engine (CUDA's host registration)
+        self.timings: dict[str, float] = {}  # seconds: the mapping, its registration, the copies
+
+    def room(self, sizes: list[int]) -> int:
+        """How many of these outputs, in order, fit in what is left of the file."""
+        count, total = 0, self.at
+        while count < len(sizes) and total + sizes[count] <= self.size:
+            total += sizes[count]
+            count += 1
+        return count
+
+    def put_all(self, flats: list) -> list[int]:
+        """Copy uint8 GPU tensors into the file one after another (`room` says they fit): where
+        each lies. The pages they need are made in one call, not a fault each, and the mapping is
+        pinned for the copy engine where CUDA lets it; else each goes through pinned memory."""
+        torch = _torch()
+        length = sum(flat.numel() for flat in flats)
+        if not length:
+            return [self.at] * len(flats)
+        began = time.perf_counter()
+        start = self.at - self.at % mmap.ALLOCATIONGRANULARITY
+        mapped = mmap.mmap(self.fd, self.at + length - start, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                           prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=start)  # fmt: skip
+        dest = torch.frombuffer(mapped, dtype=torch.uint8)
+        self.timings["map"] = time.perf_counter() - began
+        began = time.perf_counter()
+        on_gpu = any(flat.is_cuda for flat in flats)
+        self.registered = on_gpu and not self.staged and _register(dest)
+        self.timings["register"] = time.perf_counter() - began
+        began = time.perf_counter()
+        staging = None if self.registered or not on_gpu else torch.empty(min(PIECE, length), dtype=torch.uint8,
+                                                                          pin_memory=True)  # fmt: skip
+        offsets = []
+        for flat in flats:
+            offsets.append(self.at)
+            target = dest[self.at - start : self.at - start + flat.numel()]
+            if staging is None:
+                target.copy_(flat)  # the copy engine writes the file's pages itself
+            else:
+                for at in range(0, flat.numel(), PIECE):
+                    piece = flat[at : at + PIECE]
+                    staging[: piece.numel()].copy_(piece)
+                    target[at : at + piece.numel()].copy_(staging[: piece.numel()])
+            self.at += flat.numel()
+        if on_gpu:
+            torch.cuda.synchronize()
+        self.timings["copy"] = time.perf_counter() - began
+        if self.registered:
+            torch.cuda.cudart().cudaHostUnregister(dest.data_ptr())
+        return offsets
+
+
+def _register(dest) -> bool:
+    torch = _torch()
+    try:
+        return int(torch.cuda.cudart().cudaHostRegister(dest.data_ptr(), dest.numel(), 0)) == 0
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return False
