@@ -27,6 +27,7 @@ from grader.child.submission import missing_file_message
 from grader.running.environment import describe
 from grader.running.gpu_lock import GpuLock
 from grader.judging.verdicts import probe_verdict
+from grader.messages import kept_file
 from grader.messages.job import Job, Task, task_id
 from grader.messages.reports import Failure
 from grader.judging.numerics import Verdict
@@ -323,6 +324,7 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
         return grading.run(), grading.phases
     finally:
         grading.scratch.remove()  # outputs of large cases weigh gigabytes
+        kept_file.close_under(grading.workdir)  # and so do a timing child's kept outputs
         gpu_lock.note(f"{assignment.name} folder removed")
 
 

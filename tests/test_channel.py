@@ -7,13 +7,15 @@ says. Here a writer stands in for the child and sends what a hostile one could.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import threading
+from types import SimpleNamespace
 
 import pytest
 
-from grader.messages import decoding, frames, reports
+from grader.messages import decoding, frames, kept_file, reports
 from grader.running import child_run, isolation, tasks
 from grader.messages.job import Task
 from grader.messages.reports import Done, Failure, Finished, Hello, Imported, Start
@@ -121,13 +123,15 @@ def _kept(task: Task, name: str = "kept") -> tuple:
     return reports.Output(task.id, name, "float32", [4]), bytes(16)
 
 
-def _timed_run(after_last_done: list, tmp_path, kinds=("tensor", "tensor")) -> tuple[child_run.ChildRun, list]:
+def _timed_run(after_last_done: list, tmp_path, kinds=("tensor", "tensor"),
+               kept: kept_file.KeptFile | None = None) -> tuple[child_run.ChildRun, list]:  # fmt: skip
     """A gated child that times both benchmarks and then sends `after_last_done` (messages, or
-    (Output, payload) pairs), as Worker.run does with the outputs it kept for later."""
+    (Output, payload) pairs), as Worker.run does with the outputs it kept for later; `kept`: the
+    kept outputs' file it was given."""
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     run, stages = child_run.ChildRun(), []
-    channel = child_run.Channel(read_fd, key, tmp_path, BENCH, run, lambda: None, CAP, stages.append)
+    channel = child_run.Channel(read_fd, key, tmp_path, BENCH, run, lambda: None, CAP, stages.append, kept)
     writer = frames.FrameWriter(write_fd, key)
     for message in [Imported(), Hello("ready")] + [m for task, kind in zip(BENCH, kinds)
                                                    for m in (Start(task.id), _bench_done(task, kind))] + after_last_done:
@@ -207,6 +211,120 @@ def test_benchmarks_whose_kept_outputs_died_with_a_cuda_context_are_timed_again(
     assert children == [[BENCH[0].id, BENCH[1].id], [BENCH[0].id]]
     assert isinstance(results[BENCH[0].id].outcome, reports.BenchReport)
     assert results[BENCH[1].id].outcome.reason == "crash"
+
+
+def _in_file(tmp_path, outputs: list, size: int = 1 << 12) -> tuple[kept_file.KeptFile, list]:
+    """A kept outputs' file as the parent sizes it, the `outputs` (float32 tensors) put in it by the
+    child's end, and their Output frames (each for a benchmark of BENCH, in order)."""
+    import torch
+
+    kept = kept_file.KeptFile(tmp_path)
+    kept.bound(size)
+    kept.seed = 12345
+    flats = [out.reshape(-1).view(torch.uint8) for out in outputs]
+    offsets = kept_file.Putter(kept.fd).put_all(flats)
+    frames_ = [reports.Output(task.id, "kept", "float32", list(out.shape), kept_at=offset,
+                              fingerprint=kept_file.fingerprint(flat, kept.seed))
+               for task, out, flat, offset in zip(BENCH, outputs, flats, offsets)]  # fmt: skip
+    return kept, frames_
+
+
+def test_kept_outputs_in_the_file_are_taken_in_order_and_load_as_the_child_put_them(tmp_path):
+    import torch
+
+    outputs = [torch.arange(6, dtype=torch.float32), torch.full((2, 3), 2.5)]
+    kept, said = _in_file(tmp_path, outputs)
+    run, _ = _timed_run([*said, Finished(0)], tmp_path, kept=kept)
+    assert run.violation is None and not run.owed()
+    for task, out in zip(BENCH, outputs):
+        found = run.outputs[(task.id, "kept")]
+        assert found.sent and found.path is None
+        assert torch.equal(found.load("cpu").view(torch.float32).reshape(out.shape), out)
+    kept_file.close_under(tmp_path)
+    assert kept.fd == -1, "closed with its grading's folder"
+
+
+def test_a_kept_output_rewritten_in_the_file_after_its_fingerprint_is_found_at_its_load(tmp_path):
+    """Whatever rewrites the file after the harness fingerprinted the output on the GPU (code left
+    running in the child, or anything that kept the file open): the load says so."""
+    import torch
+
+    kept, said = _in_file(tmp_path, [torch.ones(8), torch.ones(8)])
+    run, _ = _timed_run([*said, Finished(0)], tmp_path, kept=kept)
+    os.pwrite(kept.fd, b"\x00\x00\x80\x3f", 32 + 4)  # the second output's second element: 1.0 again, as bytes
+    assert torch.equal(run.outputs[(BENCH[1].id, "kept")].load("cpu").view(torch.float32), torch.ones(8))
+    os.pwrite(kept.fd, b"\x00\x00\x00\x40", 32 + 4)  # 2.0
+    with pytest.raises(kept_file.Rewritten):
+        run.outputs[(BENCH[1].id, "kept")].load("cpu")
+    assert torch.equal(run.outputs[(BENCH[0].id, "kept")].load("cpu").view(torch.float32), torch.ones(8))
+
+
+def _forged(said: list, **change) -> list:
+    return [dataclasses.replace(said[0], **change), said[1]]
+
+
+@pytest.mark.parametrize("forge", [
+    lambda said: [said[1], said[0]],  # out of order: the second output's place named first
+    lambda said: [said[0], dataclasses.replace(said[1], kept_at=0)],  # the first one's bytes again, for the second
+    lambda said: _forged(said, kept_at=1 << 12),  # past the file's end
+    lambda said: _forged(said, shape=[1 << 20]),  # more than the benchmark may send (its cap, 1 MiB)
+    lambda said: _forged(said, sent=False),  # "not sent", yet said to lie in the file
+    lambda said: [(said[0], bytes(32)), said[1]],  # a payload on the pipe too
+])  # fmt: skip
+def test_a_kept_output_said_to_lie_anywhere_but_next_in_the_file_is_tampering(tmp_path, forge):
+    import torch
+
+    kept, said = _in_file(tmp_path, [torch.ones(8), torch.ones(8)])
+    run, _ = _timed_run(forge(said), tmp_path, kept=kept)
+    assert run.violation is not None and run.violation.reason == "tampering", run.violation
+
+
+def test_an_output_said_to_lie_in_a_file_the_child_was_not_given_is_tampering(tmp_path):
+    import torch
+
+    _, said = _in_file(tmp_path, [torch.ones(8), torch.ones(8)])
+    run, _ = _timed_run(said, tmp_path)
+    assert run.violation is not None and run.violation.reason == "tampering"
+    assert "where none was owed" in run.violation.message
+
+
+def test_a_timing_childs_file_is_sized_and_sealed_before_its_job_with_the_pages_it_needs_made_ahead(tmp_path):
+    """spawned.bind_kept: the file holds what the benchmarks may send and can grow no further (a
+    child could otherwise fill the machine's memory with it); half of it, what right outputs take,
+    is made by the parent, not by the child between two timed phases."""
+    from grader.running.spawned import bind_kept
+
+    child = SimpleNamespace(kept=kept_file.KeptFile(tmp_path))
+    tasks = [*BENCH, Task("add:case:0", "add", "case", 0, 0, max_output_bytes=1 << 30)]
+    fd, seed = bind_kept(child, tasks)
+    assert fd == child.kept.fd and seed == child.kept.seed and seed > 0
+    assert child.kept.size == 2 << 20, "the benchmarks' caps alone"
+    for attempt in (lambda: os.ftruncate(fd, 4 << 20), lambda: os.pwrite(fd, b"x", 2 << 20)):
+        with pytest.raises(OSError):
+            attempt()
+    assert bind_kept(child, tasks) == (-1, 0), "sized once"
+    for _ in range(500):
+        if os.fstat(fd).st_blocks * 512 >= 1 << 20:
+            break
+        threading.Event().wait(0.01)
+    assert os.fstat(fd).st_blocks * 512 >= 1 << 20, "the right outputs' pages, made ahead"
+    kept_file.close_under(tmp_path)
+
+
+def test_a_fingerprint_changes_with_any_word_or_its_seed():
+    import torch
+
+    data = torch.randint(0, 256, (4096 + 3,), dtype=torch.uint8)
+    first = kept_file.fingerprint(data, 7)
+    assert first == kept_file.fingerprint(data.clone(), 7) and 0 <= first < 1 << 62
+    assert first != kept_file.fingerprint(data, 8)
+    for at in (0, 2048, 4098):
+        changed = data.clone()
+        changed[at] ^= 1
+        assert kept_file.fingerprint(changed, 7) != first, at
+    words = data[:4096]
+    swapped = torch.cat([words[4:8], words[:4], words[8:]])
+    assert kept_file.fingerprint(swapped, 7) != kept_file.fingerprint(words, 7), "the order of the words counts"
 
 
 def _sent_in_pieces(tmp_path, pieces, length: int, threads=None) -> frames.Frame:

@@ -6,7 +6,8 @@ A child process puts a GPU tensor of that many bytes (one assignment's kept outp
 the size of softmax's) in front of the parent, each way in turn:
 - `pipe`: the channel's signed frames (frames.FrameWriter through pinned memory, as
   worker.Worker.pieces sends; frames.FrameReader into a file of the parent's);
-- `file`: the kept outputs' memory file (messages/kept_file.py), its mapping pinned for the copy engine;
+- `file`: the kept outputs' memory file (messages/kept_file.py), its pages made by the parent ahead
+  (as spawned.bind_kept does), its mapping pinned for the copy engine;
 - `file-staged`: the same file, each piece through pinned memory of the child's own;
 and the parent then loads each output onto its GPU, as judging does (and for the file, takes its
 fingerprint). Printed and written as JSON: the child's seconds from its first byte to its last
@@ -114,10 +115,15 @@ def _read_all(reader: frames.FrameReader, got: list) -> None:
 
 def through_file(total: int, way: str) -> dict:
     file, seed = kept_file.KeptFile(), secrets.randbits(62)
-    file.bound(2 * total)
+    began = time.perf_counter()
+    file.bound(2 * total, ahead=total)  # as spawned.bind_kept does, long before the child sends
+    while os.fstat(file.fd).st_blocks * 512 < total and time.perf_counter() - began < 60:
+        time.sleep(0.01)
+    made_s = time.perf_counter() - began
     process = _spawn(way, total, file.fd, "", seed)
     report = json.loads(process.stdout.read())
     process.wait()
+    report["pages_made_ahead_s"] = made_s
     began = time.perf_counter()
     loaded = [file.bytes_at(offset, size).to("cuda") for offset, size in zip(report["offsets"], _sizes(total))]
     torch.cuda.synchronize()

@@ -1,7 +1,8 @@
 """The child's tasks: load the student's files, run each case or benchmark, report what was seen.
 
 It judges nothing: references, comparisons and scores are the parent's. Every report leaves as a
-typed, signed message (grader/messages/); an output tensor's bytes ride in the same frame.
+typed, signed message (grader/messages/); an output tensor's bytes ride in the same frame, or in
+the parent's kept outputs' file (sending.py).
 Student code is entered through `call` alone (and submission.run_module at import), which the
 guard (guard.py) takes as the edge between the harness and the student.
 """
@@ -13,22 +14,21 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 
 from grader.assignment import cases
 from grader.judging import poison
-from grader.child import dispatch_state, imported, marks, precompile, timing
+from grader.child import dispatch_state, imported, marks, precompile, sending, timing
 from grader.child.allocations import GuardedAllocations
 from grader.child.guard import TAMPERING
 from grader.child.failures import classify
 from grader.child.launcher import CudaEntry
 from grader.child.monitor import CallMonitor, TimingMonitor, merge
 from grader.child.submission import SubmissionError, entry_point, load_module
-from grader.messages.frames import SENT_CHUNK
 from grader.messages.job import Job, Task
-from grader.messages.reports import Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Observation, Output, ProbeReport, Returned, Start, Timings  # fmt: skip
+from grader.messages.reports import Activity, BenchReport, CaseReport, Done, Failure, Finished, Followup, Observation, ProbeReport, Returned, Start, Timings  # fmt: skip
 from grader.assignment.loading import load_assignment
 from grader.assignment.spec import Assignment, Part
 
@@ -60,10 +60,6 @@ def call(fn: Callable, *args, **kwargs):
         imported.check_threads(threads)
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 class Worker:
     def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable,
                  targets=None):  # fmt: skip
@@ -80,10 +76,7 @@ class Worker:
         self.refused_at_import: list[str] = []  # tampering while a module loaded: every later task's
         self.carried = imported.Carried()  # imports' work, threads left running, host reads (imported.py)
         self.copy_gbps = 0.0
-        # Timed outputs kept on the GPU until every benchmark is timed: moving them to the parent
-        # (hundreds of MB each) would take a second or more of a phase that holds the GPU alone.
-        self.owed: list[tuple[Task, str, torch.Tensor]] = []
-        self.staging: torch.Tensor | None = None  # pinned host memory that outputs cross through (`pieces`)
+        self.outputs = sending.Outputs(send, job)
         self.marks = marks.current()
 
     def entry(self, part: Part):
@@ -132,47 +125,10 @@ class Worker:
     def save(self, task: Task, name: str, out: object, later: bool = False) -> Returned:
         """Send a plain tensor's bytes to the parent (`later`: once every task is done, `pay`);
         anything else is described, never read."""
-        if type(out) is not torch.Tensor:
-            if isinstance(out, torch.Tensor):  # a subclass's methods would run student code as we read it
-                return Returned("subclass", type(out).__qualname__)
-            return Returned("other", type(out).__name__)
-        if later:
-            self.owed.append((task, name, out))
-        else:
-            self.send_tensor(task, name, out)
-        return Returned("tensor", "Tensor", name)
+        return self.outputs.save(task, name, out, later)
 
     def pay(self) -> None:
-        """Send the outputs kept for later, after the last task's Done: the parent, which then has
-        every timing, shares the GPU again meanwhile (gpu_lock.Timed.share)."""
-        while self.owed:
-            task, name, out = self.owed.pop(0)
-            self.send_tensor(task, name, out)
-            del out
-
-    def send_tensor(self, task: Task, name: str, out: torch.Tensor) -> None:
-        header = Output(task.id, name, _dtype_name(out.dtype), list(out.shape))
-        if out.numel() * out.element_size() > task.max_output_bytes:
-            header.sent = False
-            self.send(header)
-        elif out.device.type == "cuda" and out.numel():
-            flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
-            self.send(header, self.pieces(flat), flat.numel())
-        else:
-            host = out.detach().to("cpu", copy=True).contiguous()
-            self.send(header, host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b"")
-
-    def pieces(self, flat: torch.Tensor) -> Iterator[memoryview]:
-        """A GPU tensor's bytes, piece by piece, through one buffer of pinned host memory: 268 MB
-        took 0.15 s to copy into pageable memory on an H200, and 0.005 s through 16 MB of pinned
-        memory; a timed phase's next one waits for this child's outputs to cross (gpu_lock.py)."""
-        if self.staging is None:
-            self.staging = torch.empty(SENT_CHUNK, dtype=torch.uint8, pin_memory=True)
-        for start in range(0, flat.numel(), SENT_CHUNK):
-            piece = flat[start : start + SENT_CHUNK]
-            staged = self.staging[: piece.numel()]
-            staged.copy_(piece)  # waits for the copy: the bytes are on the host when they are sent
-            yield memoryview(staged.numpy()).cast("B")
+        self.outputs.pay()
 
     def observe(self, task: Task, name: str, out: object, given: dict, expected: dict, monitor) -> Observation:
         """What the parent needs to judge one returned value, read after a device-wide synchronize."""

@@ -14,6 +14,7 @@ import torch
 
 from grader.assignment import cases, output_sizes
 from grader.judging import diagnosis, integrity, numerics, steadiness
+from grader.messages import kept_file
 from grader.running.child_run import OutputFile
 from grader.messages.reports import Activity, BenchReport, CaseReport, Failure, Followup, Observation, Outcome
 from grader.judging.numerics import Verdict
@@ -60,9 +61,9 @@ def load_output(observation: Observation, outputs: dict[str, OutputFile], device
     if found is None or found.dtype not in TORCH_DTYPES:
         return "nothing"
     dtype = TORCH_DTYPES[found.dtype]
-    if found.path is None:
+    if not found.sent:
         return torch.empty(found.shape, dtype=dtype, device="meta")
-    return found.read().view(dtype).reshape(found.shape).to(device)
+    return found.load(device).view(dtype).reshape(found.shape)
 
 
 def subclass(observation: Observation) -> Verdict | None:
@@ -260,8 +261,11 @@ def judge_bench(assignment: Assignment, part: Part, case: Case, result: TaskResu
         verdict = witness_judge.bench(part, result.witness, report, own)
         if verdict:
             return verdict
-    checked, inputs, _ = _numerics(assignment, part, case, report.kept_seed, report.kept, result.outputs, device,
-                                   cases.make_inputs)  # fmt: skip
+    try:
+        checked, inputs, _ = _numerics(assignment, part, case, report.kept_seed, report.kept, result.outputs, device,
+                                       cases.make_inputs)  # fmt: skip
+    except kept_file.Rewritten as rewritten:
+        return Verdict("tampering", f"{rewritten}: a timed call's output was replaced after it was timed")
     if not checked.ok:
         return Verdict(checked.reason, f"the output of a timed call was wrong: {checked.message}", checked.metrics)
     metrics = speed_metrics(report, cases.traffic(assignment, part, inputs))

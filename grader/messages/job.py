@@ -71,3 +71,7 @@ class Job:
     # it may be given, for its start's warm-up; the ones it runs follow as a second line, once the
     # parent knows which parts passed their correctness cases.
     ahead: bool = False
+    # A timing child's kept outputs' file (messages/kept_file.py), by the number the child knows it
+    # (-1: none, and they go through the channel), and the seed of their fingerprints' weights.
+    kept_fd: int = -1
+    kept_seed: int = 0

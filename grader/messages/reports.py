@@ -35,6 +35,10 @@ class Output:
     dtype: str
     shape: list[int]
     sent: bool = True  # False: larger than the task's max_output_bytes, so only its shape travels
+    # Where its bytes lie in the kept outputs' file (messages/kept_file.py) instead of this frame's
+    # payload, and their fingerprint; -1: in the payload.
+    kept_at: int = -1
+    fingerprint: int = 0
 
 
 @dataclass

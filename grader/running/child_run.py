@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.messages import frames
+from grader.messages import frames, kept_file
 from grader.messages.decoding import ProtocolError
 from grader.messages.job import Task
 from grader.running import gpu_lock
@@ -25,6 +25,17 @@ CAPTURE_BYTES = 16 * 1024  # kept from the head and from the tail of each output
 FRAMES_PER_TASK = 8  # Start, Done and a few outputs: more is a flood
 OUTPUT_DTYPES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                  "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
+
+
+def _nbytes(dtype: str, shape: list[int]) -> int:
+    """The bytes of a tensor of this dtype and shape (-1: a dtype no output may have)."""
+    size = OUTPUT_DTYPES.get(dtype)
+    if size is None:
+        return -1
+    numel = 1
+    for extent in shape:
+        numel *= max(extent, 0)
+    return numel * size
 
 
 class Capture(threading.Thread):
@@ -59,6 +70,22 @@ class OutputFile:
     dtype: str
     shape: list[int]
     path: Path | None
+    # Or where it lies in a timing child's kept outputs' file (messages/kept_file.py), with the
+    # harness's fingerprint of it: `load` reads it from there.
+    kept: kept_file.KeptFile | None = None
+    kept_at: int = 0
+    fingerprint: int = 0
+
+    @property
+    def sent(self) -> bool:
+        return self.path is not None or self.kept is not None
+
+    def load(self, device: str):
+        """The bytes, as a uint8 tensor on `device`: kept_file.Rewritten where the kept outputs'
+        file no longer holds what the harness put there."""
+        if self.kept is not None:
+            return self.kept.load(self.kept_at, _nbytes(self.dtype, self.shape), self.fingerprint, device)
+        return self.read().to(device)
 
     def read(self):
         """The file's bytes, read once into a uint8 tensor of their own: read_bytes and a bytearray
@@ -154,8 +181,10 @@ class Channel(threading.Thread):
     """Reads the child's frames until the end, a cap, or a frame that is not the harness's."""
 
     def __init__(self, fd: int, key: bytes, folder: Path, tasks: list[Task], run: ChildRun, on_violation,
-                 gpu_cap_bytes: int = 0, open_gate: Callable[[str], None] | None = None):  # fmt: skip
+                 gpu_cap_bytes: int = 0, open_gate: Callable[[str], None] | None = None,
+                 kept: kept_file.KeptFile | None = None):  # fmt: skip
         super().__init__(daemon=True)
+        self.kept, self.kept_at = kept, 0  # a timing child's kept outputs' file, and where the next one starts
         self.gpu_cap_bytes, self.open_gate = gpu_cap_bytes, open_gate
         self.file = os.fdopen(fd, "rb")
         self.reader = frames.FrameReader(self.file, key, folder, 0, 0)
@@ -229,12 +258,25 @@ class Channel(threading.Thread):
             raise ProtocolError("tampering", f"an out-of-order message on the result channel ({type(message).__name__})")
 
     def output(self, message: Output, frame: frames.Frame) -> None:
-        size = OUTPUT_DTYPES.get(message.dtype)
-        numel = 1
-        for extent in message.shape:
-            numel *= max(extent, 0)
-        expected = numel * size if size else -1
-        if size is None or len(message.shape) > 8 or (message.sent and frame.payload_bytes != expected):
+        expected = _nbytes(message.dtype, message.shape) if len(message.shape) <= 8 else -1
+        if message.kept_at >= 0:
+            self.kept_output(message, frame, expected)
+            return
+        if expected < 0 or (message.sent and frame.payload_bytes != expected):
             raise ProtocolError("tampering", f"an output whose bytes do not match its shape and dtype ({message.dtype})")
         path = frame.payload if message.sent else None
         self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, path)
+
+    def kept_output(self, message: Output, frame: frames.Frame, expected: int) -> None:
+        """An output whose bytes lie in the kept outputs' file: only one kept for after the last
+        task (a benchmark's), each right after the one before, within the file and its task's cap."""
+        kept, task = self.kept, self.tasks.get(message.task)
+        if kept is None or (message.task, message.name) not in self.run_.owed() or task is None:
+            raise ProtocolError("tampering", "an output said to lie in a kept outputs' file where none was owed")
+        if (not message.sent or frame.payload_bytes or expected <= 0 or expected > task.max_output_bytes
+                or message.kept_at != self.kept_at or message.kept_at + expected > kept.size):  # fmt: skip
+            raise ProtocolError("tampering", f"a kept output of {expected} bytes said to lie at {message.kept_at} of "
+                                f"the kept outputs' file ({kept.size} bytes; the next one starts at {self.kept_at})")  # fmt: skip
+        self.kept_at += expected
+        self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, None, kept,
+                                                                     message.kept_at, message.fingerprint)  # fmt: skip

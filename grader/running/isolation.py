@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from grader.messages import decoding
+from grader.messages import decoding, kept_file
 from grader.running import child_env, gpu_lock, memory_cgroup, sandbox, triton_key
 from grader.running.child_run import Capture, Channel, ChildRun
 # What grading.py and the tests name through this module: a child started ahead (spawned.py).
-from grader.running.spawned import (Spawned, _live_children, await_start, importing_after,  # noqa: F401
+from grader.running.spawned import (Spawned, _live_children, await_start, bind_kept, importing_after,  # noqa: F401
                                     pass_gate, send_line, start_ahead, tell)
 from grader.running.orphans import become_subreaper, children
 from grader.running.exec_walls import Walls
@@ -167,11 +167,14 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     argv = walls.command(argv)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
+    # A GPU timing child's kept outputs cross in a memory file of this process's (kept_file.py), sized
+    # once the child's benchmarks are known (spawned.bind_kept); this process keeps its descriptor.
+    kept_outputs = kept_file.KeptFile(workdir) if timed and job.device == "cuda" else None
     witness_fd, reader = _witness(witness, env, preload=view is None)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
     passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd, witness_fd) if f is not None and f >= 0)
     before = children()
-    process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    process = subprocess.Popen(argv, pass_fds=passed + ((kept_outputs.fd,) if kept_outputs else ()), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, cwd=job.submission_dir if view is None else "/", env=env,
                                start_new_session=True)  # fmt: skip
     _live_children.add(process.pid)
@@ -182,7 +185,7 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     for thread in (watchdog, *captures, *([reader] if reader else [])):
         thread.start()
     return Spawned(process, key, read_fd, write_fd, gate_fd, gate_opener, kept, before, watchdog, captures,
-                   gpu_memory_gib, outputs, reader, held=held, memory=memory)  # fmt: skip
+                   gpu_memory_gib, outputs, reader, held=held, memory=memory, kept=kept_outputs)  # fmt: skip
 
 
 def _witness(found: witness_build.Library | None, env: dict[str, str],
@@ -228,6 +231,8 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
     child.let_import()  # where it still waits to import: its job is here
     job.key, job.channel_fd, job.gate_fd = child.key.hex(), child.write_fd, child.gate_fd
     job.gpu_memory_gib = child.gpu_memory_gib
+    if child.ahead is None:
+        job.kept_fd, job.kept_seed = bind_kept(child, job.tasks)
     run = child.ahead.run if child.ahead is not None else ChildRun()
     process, watchdog = child.process, child.watchdog
 
@@ -239,7 +244,7 @@ def run_child(job: Job, workdir: Path, view: sandbox.View | None, timeout_s: flo
 
     if child.ahead is None:
         channel = Channel(child.read_fd, child.key, child.outputs, job.tasks, run, lambda: watchdog.kill_all(),
-                          int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
+                          int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None, child.kept)  # fmt: skip
         started = run.began = time.monotonic()
         channel.start()
         send_line(process, decoding.job_json(job))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import subprocess
 import threading
 import time
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.messages import decoding
+from grader.messages import decoding, kept_file
 from grader.messages.job import Job
 from grader.running import memory_cgroup
 from grader.running.child_run import Capture, Channel, ChildRun
@@ -49,6 +50,7 @@ class Spawned:
     memory_verdict: tuple[str, str] | None = None  # (reason, message) when the cgroup's OOM killer ended it
     held: bool = False  # it waits on its gate before it imports anything (`let_import`)
     ahead: Ahead | None = None  # started ahead of its tasks (`start_ahead`)
+    kept: kept_file.KeptFile | None = None  # a GPU timing child's kept outputs' file (`bind_kept`)
     _letting: threading.Lock = field(default_factory=threading.Lock)
 
     def let_import(self) -> None:
@@ -109,8 +111,9 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
     it for the start: "cuda" as the child is about to start CUDA (it returns once the child
     may), "ready" once its harness is up, "gone" where the child ended before that. run_child
     then sends the benchmarks it is to run, those of the parts whose correctness passed."""
+    kept_fd, kept_seed = bind_kept(child, job.tasks)
     job = dataclasses.replace(job, ahead=True, key=child.key.hex(), channel_fd=child.write_fd, gate_fd=child.gate_fd,
-                              gpu_memory_gib=child.gpu_memory_gib)  # fmt: skip
+                              gpu_memory_gib=child.gpu_memory_gib, kept_fd=kept_fd, kept_seed=kept_seed)  # fmt: skip
     run = ChildRun(ahead=True)
 
     def open_gate(stage: str) -> None:
@@ -124,13 +127,27 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
             tell(gate, "gone", run, child.watchdog)
 
     channel = Channel(child.read_fd, child.key, child.outputs, [], run, child.watchdog.kill_all,
-                      int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None)  # fmt: skip
+                      int(child.gpu_memory_gib * 2**30), open_gate if gate is not None else None, child.kept)  # fmt: skip
     channel.on_end = ended if gate is not None else None
     sending = threading.Thread(target=send_line, args=(child.process, decoding.job_json(job), False), daemon=True)
     child.ahead = Ahead(run, channel, sending)
     run.began = time.monotonic()
     channel.start()
     sending.start()
+
+
+def bind_kept(child: Spawned, tasks: list) -> tuple[int, int]:
+    """Size a timing child's kept outputs' file to what its benchmarks may send (each at most its
+    cap), before the child has its job and any student code runs, with the pages of what they
+    send when right (half their caps) made ahead; the file's number and fingerprints' seed for
+    its Job. (-1, 0) without a file, or once it is sized (a child is given one job)."""
+    kept = child.kept
+    if kept is None or kept.seed:
+        return -1, 0
+    caps = sum(task.max_output_bytes for task in tasks if task.kind == "bench")
+    kept.seed = secrets.randbits(62) or 1
+    kept.bound(caps, ahead=caps // 2)
+    return kept.fd, kept.seed
 
 
 def await_start(child: Spawned, timeout_s: float) -> bool:
