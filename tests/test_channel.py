@@ -289,17 +289,17 @@ def test_an_output_said_to_lie_in_a_file_the_child_was_not_given_is_tampering(tm
 
 
 def test_a_timing_childs_file_is_sized_and_sealed_before_its_job_with_the_pages_it_needs_made_ahead(tmp_path):
-    """spawned.bind_kept: the file holds what the benchmarks may send and can grow no further (a
-    child could otherwise fill the machine's memory with it); half of it, what right outputs take,
-    is made by the parent, not by the child between two timed phases."""
+    """spawned.bind_kept: the file holds what the benchmarks send when right (about half their caps)
+    and can grow no further (a child could otherwise fill the machine's memory with it); its pages
+    are made by the parent, not by the child between two timed phases."""
     from grader.running.spawned import bind_kept
 
     child = SimpleNamespace(kept=kept_file.KeptFile(tmp_path))
     tasks = [*BENCH, Task("add:case:0", "add", "case", 0, 0, max_output_bytes=1 << 30)]
     fd, seed = bind_kept(child, tasks)
     assert fd == child.kept.fd and seed == child.kept.seed and seed > 0
-    assert child.kept.size == 2 << 20, "the benchmarks' caps alone"
-    for attempt in (lambda: os.ftruncate(fd, 4 << 20), lambda: os.pwrite(fd, b"x", 2 << 20)):
+    assert child.kept.size == 1 << 20, "half the benchmarks' caps, and nothing for the case"
+    for attempt in (lambda: os.ftruncate(fd, 4 << 20), lambda: os.pwrite(fd, b"x", 1 << 20)):
         with pytest.raises(OSError):
             attempt()
     assert bind_kept(child, tasks) == (-1, 0), "sized once"
@@ -307,7 +307,7 @@ def test_a_timing_childs_file_is_sized_and_sealed_before_its_job_with_the_pages_
         if os.fstat(fd).st_blocks * 512 >= 1 << 20:
             break
         threading.Event().wait(0.01)
-    assert os.fstat(fd).st_blocks * 512 >= 1 << 20, "the right outputs' pages, made ahead"
+    assert os.fstat(fd).st_blocks * 512 >= 1 << 20, "its pages, made ahead"
     kept_file.close_under(tmp_path)
 
 

@@ -11,7 +11,8 @@ the size of softmax's) in front of the parent, each way in turn:
 - `file-staged`: the same file, each piece through pinned memory of the child's own;
 and the parent then loads each output onto its GPU, as judging does (and for the file, takes its
 fingerprint). Printed and written as JSON: the child's seconds from its first byte to its last
-(what a timed phase after it waits for), their parts, and the parent's load.
+(what a timed phase after it waits for), their parts, what the child made ready at its start (the
+file's mapping), and the parent's load.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def child(way: str, total: int, fd: int, key: str, seed: int) -> None:
     outputs = _outputs(total)
     torch.cuda.synchronize()
     report: dict = {"way": way}
+    if way != "pipe":  # made at the child's start, while the GPU is shared (child/main.py)
+        putter = kept_file.Putter(fd, staged=way == "file-staged")
+        began = time.perf_counter()
+        putter.ready()
+        report["ready_s"] = time.perf_counter() - began
     began = time.perf_counter()
     if way == "pipe":
         writer = frames.FrameWriter(fd, bytes.fromhex(key))
@@ -69,7 +75,6 @@ def child(way: str, total: int, fd: int, key: str, seed: int) -> None:
         fingerprinted = time.perf_counter()
         report["fingerprints"] = [kept_file.fingerprint(flat, seed) for flat in outputs]
         report["fingerprint_s"] = time.perf_counter() - fingerprinted
-        putter = kept_file.Putter(fd, staged=way == "file-staged")
         report["offsets"] = putter.put_all(outputs)
         report["registered"], report["parts_s"] = putter.registered, putter.timings
     report["send_s"] = time.perf_counter() - began
@@ -116,7 +121,7 @@ def _read_all(reader: frames.FrameReader, got: list) -> None:
 def through_file(total: int, way: str) -> dict:
     file, seed = kept_file.KeptFile(), secrets.randbits(62)
     began = time.perf_counter()
-    file.bound(2 * total, ahead=total)  # as spawned.bind_kept does, long before the child sends
+    file.bound(total, ahead=total)  # as spawned.bind_kept does, long before the child sends
     while os.fstat(file.fd).st_blocks * 512 < total and time.perf_counter() - began < 60:
         time.sleep(0.01)
     made_s = time.perf_counter() - began

@@ -58,6 +58,22 @@ def _prepare_cuda(gpu_memory_gib: float) -> None:
         pass
 
 
+def _kept_outputs_file(job, benchmarks: list):
+    """A timing child's end of the kept outputs' file the parent gave it (messages/kept_file.py),
+    mapped and pinned now, while the GPU is shared, so that after the last benchmark only the copy
+    is left; None where there is none, or it cannot be mapped (the channel carries them then)."""
+    if not benchmarks or job.kept_fd < 0:
+        return None
+    from grader.messages.kept_file import Putter
+
+    putter = Putter(job.kept_fd)
+    try:
+        putter.ready()
+    except (OSError, ValueError):
+        return None
+    return putter
+
+
 def _wait_at_gate(gate: int) -> None:
     """Wait for the parent's byte on the gate. No byte (the parent gone): nothing to grade."""
     if not os.read(gate, 1):
@@ -283,6 +299,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         from grader.child import timing
 
         timing.gate_ahead()  # its compile and launcher before the exclusive hold, not inside it
+    putter = _kept_outputs_file(job, benchmarks)
     writer.send(Hello("ready"))
     if job.ahead:
         # Started ahead (isolation.start_ahead): its start is done, beside the correctness cases; the
@@ -295,7 +312,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     if job.gate_fd >= 0:
         # Student code runs only once the parent holds the GPU for this phase.
         _wait_at_gate(job.gate_fd)
-    worker.Worker(job, writer.send, refusals, changed, is_library, _target_reports(job.device)).run()
+    worker.Worker(job, writer.send, refusals, changed, is_library, _target_reports(job.device), putter).run()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: student atexit hooks cannot change what was sent
 

@@ -24,11 +24,11 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 class Outputs:
-    def __init__(self, send: Callable, job: Job):
+    def __init__(self, send: Callable, job: Job, putter: kept_file.Putter | None = None):
         self.send = send
         self.owed: list[tuple[Task, str, torch.Tensor]] = []
         self.staging: torch.Tensor | None = None  # pinned host memory that outputs cross through (`pieces`)
-        self.kept_fd = job.kept_fd
+        self.putter = putter  # the kept outputs' file, mapped at the child's start (main._kept_outputs_file)
         self.kept_seed, job.kept_seed = job.kept_seed, 0  # the kept outputs' fingerprints' (`pay`)
 
     def save(self, task: Task, name: str, out: object, later: bool = False) -> Returned:
@@ -49,7 +49,7 @@ class Outputs:
         every timing, shares the GPU again meanwhile (gpu_lock.Timed.share). Where the parent gave
         a kept outputs' file, those that fit go there, each fingerprinted on the GPU before its
         bytes leave it, and a frame says where; the rest, through the channel."""
-        if self.kept_fd >= 0 and self.owed:
+        if self.putter is not None and self.owed:
             self.put_in_file()
         while self.owed:
             task, name, out = self.owed.pop(0)
@@ -58,10 +58,10 @@ class Outputs:
 
     def put_in_file(self) -> None:
         """The first of the outputs owed that fit in the kept outputs' file, put there. On an H200's
-        host 2.7 GB crossed the channel's pipe in 1.6 s; into the file, the copy took 0.05 s and
-        the mapping's registration with CUDA 0.12 s, and making the file's pages 1.2 s, which the
-        parent does ahead (spawned.bind_kept) (tools/kept_transport.py)."""
-        putter = kept_file.Putter(self.kept_fd)
+        host 2.7 GB crossed the channel's pipe in 1.5 s; into the file's mapping, registered with
+        CUDA, the copy took 0.05 s and their fingerprints 0.07-0.13 s (tools/kept_transport.py);
+        the file's pages and the mapping were made before (spawned.bind_kept, Putter.ready)."""
+        putter = self.putter
         fitting = []
         for task, _, out in self.owed:
             if out.device.type != "cuda" or not out.numel() or out.numel() * out.element_size() > task.max_output_bytes:
@@ -71,10 +71,7 @@ class Outputs:
         if not fitting:
             return
         prints = [kept_file.fingerprint(flat, self.kept_seed) for flat in fitting]
-        try:
-            offsets = putter.put_all(fitting)
-        except OSError:  # the file could not be mapped here: the channel carries them all
-            return
+        offsets = putter.put_all(fitting)
         for offset, fingerprint in zip(offsets, prints):
             task, name, out = self.owed.pop(0)
             self.send(Output(task.id, name, dtype_name(out.dtype), list(out.shape), kept_at=offset,

@@ -62,7 +62,7 @@ def call(fn: Callable, *args, **kwargs):
 
 class Worker:
     def __init__(self, job: Job, send: Callable, refusals: Callable, changed: Callable, is_library: Callable,
-                 targets=None):  # fmt: skip
+                 targets=None, putter=None):  # fmt: skip
         self.job, self.send, self.refusals, self.changed = job, send, refusals, changed
         # CPU tier: what the GPU would say of the kernels a case launched, and their loads: `begin()`
         # as the case begins, then called once its calls are done (main.py, _target_reports)
@@ -76,7 +76,7 @@ class Worker:
         self.refused_at_import: list[str] = []  # tampering while a module loaded: every later task's
         self.carried = imported.Carried()  # imports' work, threads left running, host reads (imported.py)
         self.copy_gbps = 0.0
-        self.outputs = sending.Outputs(send, job)
+        self.outputs = sending.Outputs(send, job, putter)  # `putter`: main._kept_outputs_file
         self.marks = marks.current()
 
     def entry(self, part: Part):

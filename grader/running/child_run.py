@@ -250,7 +250,8 @@ class Channel(threading.Thread):
         elif isinstance(message, Finished):
             run.finished = True
             if self.mark:
-                gpu_lock.note(f"{self.mark} finished")  # every kept output is in
+                # every kept output is in; how much of it through the kept outputs' file
+                gpu_lock.note(f"{self.mark} finished ({self.kept_at} bytes in the file)")
             # Only shown: a figure torch's capped allocator could not have reached is dropped.
             if 0 <= message.gpu_reserved_bytes <= self.gpu_cap_bytes:
                 run.gpu_reserved_bytes = message.gpu_reserved_bytes

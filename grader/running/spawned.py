@@ -137,16 +137,17 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
 
 
 def bind_kept(child: Spawned, tasks: list) -> tuple[int, int]:
-    """Size a timing child's kept outputs' file to what its benchmarks may send (each at most its
-    cap), before the child has its job and any student code runs, with the pages of what they
-    send when right (half their caps) made ahead; the file's number and fingerprints' seed for
-    its Job. (-1, 0) without a file, or once it is sized (a child is given one job)."""
+    """Size a timing child's kept outputs' file to what its benchmarks send when right (half their
+    caps: grading.AssignmentGrading.task), before the child has its job and any student code runs,
+    its pages made ahead here; the file's number and fingerprints' seed for its Job. An output
+    larger than the right one (within its cap) finds no room and goes through the channel. (-1, 0)
+    without a file, or once it is sized (a child is given one job)."""
     kept = child.kept
     if kept is None or kept.seed:
         return -1, 0
-    caps = sum(task.max_output_bytes for task in tasks if task.kind == "bench")
+    right = sum(task.max_output_bytes // 2 for task in tasks if task.kind == "bench")
     kept.seed = secrets.randbits(62) or 1
-    kept.bound(caps, ahead=caps // 2)
+    kept.bound(right, ahead=right)
     return kept.fd, kept.seed
 
 
