@@ -170,8 +170,10 @@ class AssignmentGrading:
         shared = holds.lock_of(self) is not None
         timer = isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, "torch", timed=True,
                                 held=held)  # fmt: skip
-        # Its start's warm-up needs only each benchmark's part, shape and seed: not its output's size.
-        tasks = [self.task(part, "bench", i, case, sized=False) for part in benched for i, case in enumerate(part.benchmarks)]
+        # Sized (output_sizes.py: a file's read where the sizes are known on this machine, and what the
+        # correctness cases' sizing would have done next where not): its kept outputs' file is made
+        # as large as its benchmarks' right outputs now, so the child maps it while the GPU is shared.
+        tasks = [self.task(part, "bench", i, case) for part in benched for i, case in enumerate(part.benchmarks)]
         isolation.start_ahead(timer, dataclasses.replace(self.job, tasks=tasks), holds.starting(self))
         return timer
 
@@ -276,9 +278,9 @@ class AssignmentGrading:
     def unbuilt(part: Part, builds: dict[str, cuda_build.Build]) -> bool:
         return part.is_cuda and builds[part.name].library is None
 
-    def task(self, part: Part, kind: str, index: int, case: Case, repeats: int = 1, sized: bool = True) -> Task:
-        """A case's or benchmark's task; `sized`: with the cap on its output that its size sets."""
-        cap = 2 * output_sizes.output_bytes(self.assignment, part, case) + (1 << 20) if sized else 0
+    def task(self, part: Part, kind: str, index: int, case: Case, repeats: int = 1) -> Task:
+        """A case's or benchmark's task, with the cap on its output that its size sets."""
+        cap = 2 * output_sizes.output_bytes(self.assignment, part, case) + (1 << 20)
         seed = self.seed(part, "case", index)
         return Task(task_id(part.name, kind, index), part.name, kind, index, seed, repeats, cap)
 
