@@ -242,6 +242,37 @@ def steady_grade(summary_path: Path, results_path: Path, driver: str | None, not
             "rows": rows, "notes": notes}  # fmt: skip
 
 
+def kept_transport(figures_path: Path, driver: str | None) -> dict:
+    """tools/kept_transport.py's runs: a child's 2.5 GB of kept outputs through the channel's pipe
+    and through the kept outputs' file, and the parent's load of them onto its GPU."""
+    figures = json.loads(figures_path.read_text())
+    rows = []
+    for run in figures["results"]:
+        parts = run.get("parts_s", {})
+        rows.append([run["way"], f"{run['gb']:.2f} GB", f"{run['send_s']:.2f} s",
+                     f"{run['ready_s']:.2f} s" if "ready_s" in run else "-",
+                     f"{parts['copy']:.2f} s" if "copy" in parts else "-",
+                     f"{run['fingerprint_s']:.2f} s" if "fingerprint_s" in run else "-",
+                     f"{run['load_s']:.2f} s", "yes" if run.get("fingerprints_match") else "-"])  # fmt: skip
+    return {"name": "kept-transport", "order": 23, "title": "A timing child's kept outputs, from the child to the parent",
+            "about": "`tools/kept_transport.py`: a child process hands the parent 2.5 GB of GPU tensors (one "
+                     "assignment's kept outputs), twice each way: `pipe`, the channel's signed frames "
+                     "(grader/messages/frames.py, through pinned memory as the harness sends); `file`, the kept "
+                     "outputs' memory file (grader/messages/kept_file.py), its pages made by the parent ahead, "
+                     "mapped and registered with CUDA at the child's start; `file-staged`, the same file through "
+                     "pinned memory of the child's own. After its last benchmark: what a timed phase after it "
+                     "waits for (their fingerprints and the copy included). At its start: the mapping, while "
+                     "the GPU is shared. Load: the parent's, onto its GPU, as judging reads them. Re-measure: "
+                     "`tools/gpu_session.sh kept-transport`, then `tools/measurements.py kept-transport "
+                     "kept-transport.json`.",
+            "measured": {"date": datetime.date.today().isoformat(), "machine": figures.get("device", "-"),
+                         "driver": _driver(driver), "torch": figures.get("torch", "-"), "triton": _pinned_triton(),
+                         "commit": _commit()},
+            "columns": ["way", "bytes", "after its last benchmark", "at its start", "the copy", "fingerprints",
+                        "the parent's load", "fingerprints match"],
+            "rows": rows}  # fmt: skip
+
+
 def service_pages(figures_path: Path, condition: str, note: str | None) -> dict:
     """tests/test_service_load.py's figures (SERVICE_PAGES_JSON): pages of the service while a class
     uploads; one row per condition, replaced when measured again."""
@@ -482,7 +513,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
                                          "report-speed", "suite", "profile", "corpus", "steady-grade", "phases", "service-pages",
-                                         "class-grade", "service-load"))  # fmt: skip
+                                         "class-grade", "service-load", "kept-transport"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
@@ -513,6 +544,7 @@ def main() -> int:
         "phases": lambda: phases([str(i) for i in args.inputs], args.driver, args.note),
         "service-pages": lambda: service_pages(args.inputs[0], args.condition or "idle", args.note),
         "service-load": lambda: service_load(args.inputs[0], args.inputs[1], args.driver, args.note),
+        "kept-transport": lambda: kept_transport(args.inputs[0], args.driver),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()
