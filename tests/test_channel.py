@@ -303,12 +303,16 @@ def test_a_timing_childs_file_is_sized_and_sealed_before_its_job_with_the_pages_
         with pytest.raises(OSError):
             attempt()
     assert bind_kept(child, tasks) == (-1, 0), "sized once"
+    shown = SimpleNamespace(kept=kept_file.KeptFile(tmp_path))
+    assert bind_kept(shown, [Task("add:shown:0", "add", "shown", 0, 0, max_output_bytes=1 << 20)]) == (-1, 0)
+    assert shown.kept is None, "no benchmark keeps an output: no file"
     for _ in range(500):
         if os.fstat(fd).st_blocks * 512 >= 1 << 20:
             break
         threading.Event().wait(0.01)
     assert os.fstat(fd).st_blocks * 512 >= 1 << 20, "its pages, made ahead"
     kept_file.close_under(tmp_path)
+    assert str(tmp_path) not in kept_file._open, "every file of the folder closed"
 
 
 def test_a_fingerprint_changes_with_any_word_or_its_seed():

@@ -99,6 +99,11 @@ class KeptFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        held = _open.get(self.folder, []) if _open else []  # (None as the interpreter ends)
+        if self in held:
+            held.remove(self)
+            if not held:
+                del _open[self.folder]
 
     def __del__(self):
         self.close()
@@ -106,7 +111,7 @@ class KeptFile:
 
 def close_under(folder: Path | str) -> None:
     """Close the files of a grading's folder: it ends."""
-    for file in _open.pop(str(folder), []):
+    for file in list(_open.get(str(folder), [])):
         file.close()
 
 
@@ -114,7 +119,7 @@ def _make_pages(fd: int, size: int) -> None:
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError:
-        pass  # the child makes them as it copies
+        pass  # the child's mapping makes them (Putter.ready)
     finally:
         os.close(fd)
 

@@ -174,7 +174,8 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     # bwrap and Popen keep the numbers of the descriptors they pass on.
     passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd, witness_fd) if f is not None and f >= 0)
     before = children()
-    process = subprocess.Popen(argv, pass_fds=passed + ((kept_outputs.fd,) if kept_outputs else ()), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    kept_fds = (kept_outputs.fd,) if kept_outputs else ()  # this process's to keep open, unlike `passed`
+    process = subprocess.Popen(argv, pass_fds=passed + kept_fds, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, cwd=job.submission_dir if view is None else "/", env=env,
                                start_new_session=True)  # fmt: skip
     _live_children.add(process.pid)

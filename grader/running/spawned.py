@@ -141,11 +141,16 @@ def bind_kept(child: Spawned, tasks: list) -> tuple[int, int]:
     caps: grading.AssignmentGrading.task), before the child has its job and any student code runs,
     its pages made ahead here; the file's number and fingerprints' seed for its Job. An output
     larger than the right one (within its cap) finds no room and goes through the channel. (-1, 0)
-    without a file, or once it is sized (a child is given one job)."""
+    without a file (none where no benchmark keeps an output: a shown baseline's child's), or once
+    it is sized (a child is given one job)."""
     kept = child.kept
     if kept is None or kept.seed:
         return -1, 0
     right = sum(task.max_output_bytes // 2 for task in tasks if task.kind == "bench")
+    if not right:
+        kept.close()
+        child.kept = None
+        return -1, 0
     kept.seed = secrets.randbits(62) or 1
     kept.bound(right, ahead=right)
     return kept.fd, kept.seed
