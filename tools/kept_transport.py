@@ -4,8 +4,8 @@
 
 A child process puts a GPU tensor of that many bytes (one assignment's kept outputs, in pieces of
 the size of softmax's) in front of the parent, each way in turn:
-- `pipe`: the channel's signed frames (frames.FrameWriter through pinned memory, as
-  worker.Worker.pieces sends; frames.FrameReader into a file of the parent's);
+- `pipe`: the channel's signed frames (the harness's child/sending.py through pinned memory;
+  frames.FrameReader into a file of the parent's);
 - `file`: the kept outputs' memory file (messages/kept_file.py), its pages made by the parent ahead
   (as spawned.bind_kept does), its mapping pinned for the copy engine;
 - `file-staged`: the same file, each piece through pinned memory of the child's own;
@@ -28,13 +28,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
 from grader.messages import frames, kept_file  # noqa: E402
-from grader.messages.reports import Output  # noqa: E402
+from grader.child import sending  # noqa: E402
+from grader.messages.job import Task  # noqa: E402
 from grader.running.child_run import OutputFile  # noqa: E402
 
 PIECE_BYTES = 1 << 28  # one kept output of softmax's benchmarks is about this size
@@ -58,19 +60,10 @@ def child(way: str, total: int, fd: int, key: str, seed: int) -> None:
         putter.ready()
         report["ready_s"] = time.perf_counter() - began
     began = time.perf_counter()
-    if way == "pipe":
-        writer = frames.FrameWriter(fd, bytes.fromhex(key))
-        staging = torch.empty(frames.SENT_CHUNK, dtype=torch.uint8, pin_memory=True)
-
-        def pieces(flat):
-            for start in range(0, flat.numel(), frames.SENT_CHUNK):
-                piece = flat[start : start + frames.SENT_CHUNK]
-                staged = staging[: piece.numel()]
-                staged.copy_(piece)
-                yield memoryview(staged.numpy()).cast("B")
-
+    if way == "pipe":  # the harness's own sending, without a kept outputs' file
+        sender = sending.Outputs(frames.FrameWriter(fd, bytes.fromhex(key)).send, SimpleNamespace(kept_seed=0))
         for index, flat in enumerate(outputs):
-            writer.send(Output(f"t{index}", "kept", "uint8", [flat.numel()]), pieces(flat), flat.numel())
+            sender.send_tensor(Task(f"t{index}", "kept", "bench", index, 0, max_output_bytes=flat.numel()), "kept", flat)
     else:
         fingerprinted = time.perf_counter()
         report["fingerprints"] = [kept_file.fingerprint(flat, seed) for flat in outputs]

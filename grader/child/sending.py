@@ -23,6 +23,11 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _raw(out: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes, row-major, as a flat uint8 tensor on its device."""
+    return out.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 class Outputs:
     def __init__(self, send: Callable, job: Job, putter: kept_file.Putter | None = None):
         self.send = send
@@ -66,7 +71,7 @@ class Outputs:
         for task, _, out in self.owed:
             if out.device.type != "cuda" or not out.numel() or out.numel() * out.element_size() > task.max_output_bytes:
                 break
-            fitting.append(out.detach().contiguous().reshape(-1).view(torch.uint8))
+            fitting.append(_raw(out))
         fitting = fitting[: putter.room([flat.numel() for flat in fitting])]
         if not fitting:
             return
@@ -84,7 +89,7 @@ class Outputs:
             header.sent = False
             self.send(header)
         elif out.device.type == "cuda" and out.numel():
-            flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+            flat = _raw(out)
             self.send(header, self.pieces(flat), flat.numel())
         else:
             host = out.detach().to("cpu", copy=True).contiguous()
