@@ -450,3 +450,35 @@ def test_a_payload_changed_in_one_unit_or_with_two_units_swapped_is_tampering(tm
         with pytest.raises(decoding.ProtocolError) as refused:
             _read_frame(folder, key, sent)
         assert refused.value.reason == "tampering", name
+
+
+@pytest.mark.parametrize("rewritten", [False, True])
+def test_a_timed_output_rewritten_in_the_kept_outputs_file_loses_its_speed_points_as_tampering(tmp_path, rewritten):
+    """judge_bench: the right output of vector_add's benchmark, put in the file as the harness puts
+    it, is judged on its speed; the same bytes with one element rewritten after the fingerprint
+    are `tampering` (a timed call's output replaced after it was timed), not a wrong result."""
+    import torch
+
+    from grader.assignment import cases
+    from grader.assignment.loading import load_assignments
+    from grader.judging.verdicts import TaskResult, judge_bench
+
+    assignment = load_assignments(["vector_add"])[0]
+    part = assignment.parts[0]
+    case, seed = part.benchmarks[0], 7
+    out = cases.reference_output(assignment, part, cases.make_inputs(assignment, part, case, seed, "cpu"))
+    out = out.to(cases.DTYPES[case.dtype]).contiguous()
+    kept, said = _in_file(tmp_path, [out], size=out.numel() * out.element_size())
+    if rewritten:
+        os.pwrite(kept.fd, b"\x00\x00\x80\x3f", 4 * 12345)
+    observed = reports.Observation(reports.Returned("tensor", "Tensor", "kept"))
+    timings = reports.Timings([1.0] * 5, [0.0] * 5)
+    report = reports.BenchReport(timings, timings, reports.Activity(), [reports.CallCheck(0, True)], kept=observed,
+                                 kept_seed=seed)  # fmt: skip
+    found = child_run.OutputFile(said[0].dtype, said[0].shape, None, kept, said[0].kept_at, said[0].fingerprint)
+    verdict = judge_bench(assignment, part, case, TaskResult(report, outputs={"kept": found}), "cpu")
+    if rewritten:
+        assert verdict.reason == "tampering" and "replaced after it was timed" in verdict.message, verdict
+    else:
+        assert verdict.reason in ("ok", "too_slow"), verdict
+    kept_file.close_under(tmp_path)
