@@ -101,9 +101,15 @@ ld.shared.f32 %f1, [%r5];
     assert ptx.facts(text.replace("shl.b32 %r3, %r2, 6", "shl.b32 %r3, %r2, 7"), block_x=16).shared_accesses[0].ways == 2
 
 
-def test_tensor_cores_and_load_widths():
+@pytest.mark.parametrize("shared", [True, False])
+def test_tensor_cores_and_load_widths(shared):
+    """Counted alike whether shared memory's addresses are followed or only these lines are read."""
     text = """
 @%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
+// ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ]; a comment, not a load
+	@!%p2 ld.global.b32 { %r7 }, [ %rd1 + 0 ];  // guarded by a negated predicate
+$L__BB0_1:
+st.global.v4.b32 [ %rd1 + 0 ], { %r1, %r2, %r3, %r4 };
 ld.global.nc.f32 %f1, [%rd2];
 ld.global.L1::evict_last.v2.b32 { %r5, %r6 }, [ %rd3 + 0 ];
 cp.async.cg.shared.global [ %r9 + 0 ], [ %rd4 + 0 ], 16;
@@ -111,9 +117,9 @@ cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1
 wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%f1}, %rd6, %rd7, 1, 1, 1, 0, 1;
 mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f5, %f6, %f7, %f8};
 """
-    found = ptx.facts(text)
+    found = ptx.facts(text, shared=shared)
     assert found.tensor_core_ops == 2
-    assert (found.global_loads, found.wide_loads) == (5, 3)
+    assert (found.global_loads, found.wide_loads) == (6, 3)
 
 
 def test_entries_split_a_module_into_its_kernels():
