@@ -21,7 +21,7 @@ from grader.running.workdirs import Workdir
 from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
 from grader.kernels import cuda_build
-from grader.judging import scoring
+from grader.judging import scoring, warm_up
 from grader.judging import verdicts as judging
 from grader.child.submission import missing_file_message
 from grader.running.environment import describe
@@ -190,13 +190,16 @@ class AssignmentGrading:
         precompile.cases_compiled(self)  # the pass's first wave (ahead_of) compiled while the cases were sized
         gpu_lock.note(f"{self.assignment.name} cases sized and compiled ahead")
         built = compile_cache.launchers(self.compiled)
+        # This process's own start on the GPU, made while the child runs the cases (judging/warm_up.py).
+        warm = warm_up.WarmUp(self.device, cases.reference_module(self.assignment.reference_path))
         with self.gpu("correctness") as gate:
-            gate = isolation.importing_after(gate, timer)
+            gate = warm.after_hold(isolation.importing_after(gate, timer))
             run = functools.partial(run_tasks, self.job, workdir=self.workdir, view=self.view, budget=self.budget,
                                     phases=self.phases, phase="correctness", gate=gate)  # fmt: skip
             # Hidden cases last, in a child of their own (hidden_runs.py).
             results = hidden_runs.visible_then_hidden(run, [t for t in tasks if t.part not in missing], self.assignment,
                                                       self.compiled, self.workdir, first)  # fmt: skip
+            warm.ready()
         self.phases.launchers["correctness"] = len(compile_cache.launchers(self.compiled) - built)
         gpu_lock.note(f"{self.assignment.name} cases run")
         results.update({t.id: missing[t.part] for t in tasks if t.part in missing})
