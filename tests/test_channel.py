@@ -259,6 +259,35 @@ def test_a_kept_output_rewritten_in_the_file_after_its_fingerprint_is_found_at_i
     assert torch.equal(run.outputs[(BENCH[0].id, "kept")].load("cpu").view(torch.float32), torch.ones(8))
 
 
+def test_the_childs_mapping_begun_ahead_on_a_thread_is_the_one_it_puts_outputs_through(tmp_path):
+    """The child begins mapping the file before it starts CUDA (child/main.py), on a thread (libc's
+    mmap, which leaves the interpreter free meanwhile); `ready` takes up that mapping, and what is
+    put through it is the parent's to read. A file that cannot be mapped writable says so, and the
+    child then sends its kept outputs on the pipe (main._registered)."""
+    import torch
+
+    from grader.child import main as child_main
+
+    kept = kept_file.KeptFile(tmp_path)
+    kept.bound(1 << 26)
+    putter = kept_file.Putter(kept.fd)
+    putter.map_ahead()
+    begun = putter.mapping
+    putter.ready()
+    assert putter.mapping is begun and not begun.is_alive()
+    assert putter.put_all([torch.arange(16, dtype=torch.uint8)]) == [0]
+    assert os.pread(kept.fd, 16, 0) == bytes(range(16))
+    read_only = os.open(f"/proc/self/fd/{kept.fd}", os.O_RDONLY)
+    try:
+        refused = SimpleNamespace(kept_fd=read_only)
+        assert child_main._registered(child_main._kept_outputs_file(refused, BENCH)) is None
+        with pytest.raises(OSError, match="could not be mapped"):
+            kept_file.Putter(read_only).ready()
+    finally:
+        os.close(read_only)
+        kept_file.close_under(tmp_path)
+
+
 def _forged(said: list, **change) -> list:
     return [dataclasses.replace(said[0], **change), said[1]]
 

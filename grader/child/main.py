@@ -60,13 +60,23 @@ def _prepare_cuda(gpu_memory_gib: float) -> None:
 
 def _kept_outputs_file(job, benchmarks: list):
     """A timing child's end of the kept outputs' file the parent gave it (messages/kept_file.py),
-    mapped and pinned now, while the GPU is shared, so that after the last benchmark only the copy
-    is left; None where there is none, or it cannot be mapped (the channel carries them then)."""
+    its mapping begun on a thread now, before the child starts CUDA (`_registered` takes it up);
+    None where there is none."""
     if not benchmarks or job.kept_fd < 0:
         return None
     from grader.messages.kept_file import Putter
 
     putter = Putter(job.kept_fd)
+    putter.map_ahead()
+    return putter
+
+
+def _registered(putter):
+    """The file mapped and pinned, while the GPU is shared and before the guard is installed, so
+    that after the last benchmark only the copy is left; None where it cannot be mapped (the
+    channel carries the kept outputs then)."""
+    if putter is None:
+        return None
     try:
         putter.ready()
     except (OSError, ValueError):
@@ -97,6 +107,13 @@ def _compiled_baselines(job, benchmarks: list) -> tuple[object, list]:
     parts = {part.name: part for part in assignment.parts}
     return assignment, [task for task in benchmarks
                         if task.kind == "shown" and parts[task.part].shown and parts[task.part].shown.compiled]  # fmt: skip
+
+
+def _takes_gradients(assignment) -> bool:
+    from grader.assignment import cases
+    from grader.judging import warm_up
+
+    return warm_up.takes_gradients(cases.reference_module(assignment.reference_path))
 
 
 def _warm_baselines(assignment, benchmarks: list, compiled: list, device: str = "cuda") -> None:
@@ -220,6 +237,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     job.key = ""
     del raw
     benchmarks = _benchmarks(job)
+    putter = _kept_outputs_file(job, benchmarks)  # its page table made on a thread from here on
     assignment, compiled_baselines = _compiled_baselines(job, benchmarks)
     if job.device == "cuda":
         import torch  # noqa: F401 (no CUDA yet: importing starts nothing on the GPU)
@@ -232,6 +250,10 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
             # compiled baseline (spec.Shown) imports them here, not while it holds the GPU alone.
             import torch._dynamo  # noqa: F401
             import torch._inductor.compile_fx  # noqa: F401
+        if benchmarks and _takes_gradients(assignment):
+            # The baselines' first gradient (`_warm_baselines`) imports torch's symbolic shapes and
+            # sympy (judging/warm_up.py): here, before the start of CUDA and its shared hold.
+            import torch.fx.experimental.symbolic_shapes  # noqa: F401
     if job.gate_fd >= 0:
         # On a GPU shared with other gradings: CUDA starts only once the parent holds the GPU
         # shared, never during another student's timed phase.
@@ -257,6 +279,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
     if benchmarks:
         _warm_baselines(assignment, benchmarks, compiled_baselines)
+    putter = _registered(putter)
     del assignment  # the worker reads its own, after the snapshot of the harness's objects
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -299,7 +322,6 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
         from grader.child import timing
 
         timing.gate_ahead()  # its compile and launcher before the exclusive hold, not inside it
-    putter = _kept_outputs_file(job, benchmarks)
     writer.send(Hello("ready"))
     if job.ahead:
         # Started ahead (isolation.start_ahead): its start is done, beside the correctness cases; the

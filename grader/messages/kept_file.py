@@ -28,6 +28,7 @@ memory with it; the parent makes its pages, and they are the parent's until its 
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import mmap
 import os
@@ -147,7 +148,10 @@ class Putter:
     """The child's end: copies GPU tensors' bytes one after another into the parent's file, through
     a mapping of the whole file made at the child's start (`ready`), while the GPU is shared: on an
     H200's host, making the page table of 2.7 GB of the file's pages took 1.0 s and registering it
-    with CUDA 0.1 s, where the copy took 0.05 s, and a timed phase waits for this child's end."""
+    with CUDA 0.1 s, where the copy took 0.05 s, and a timed phase waits for this child's end.
+    The page table is made on a thread of its own (`map_ahead`), begun before the child starts
+    CUDA: that shared hold, which a timed phase that waits also waits for, then has only the
+    registration left of it (a thread, since libc's mmap releases the GIL where Python's does not)."""
 
     def __init__(self, fd: int, staged: bool = False):
         self.fd, self.at = fd, 0
@@ -156,6 +160,14 @@ class Putter:
         self.registered = False  # the mapping pinned for the copy engine (CUDA's host registration)
         self.dest = None  # the mapping, as a uint8 tensor (`ready`)
         self.timings: dict[str, float] = {}  # seconds: the mapping, its registration, the copies
+        self.mapping: threading.Thread | None = None  # `map_ahead`'s
+        self.mapped: tuple[int, int] | None = None  # (the mapping's address, errno): 0 where it failed
+
+    def map_ahead(self) -> None:
+        """Begin the mapping on a thread: `ready` takes it up."""
+        if self.mapping is None and self.size:
+            self.mapping = threading.Thread(target=self._map, name="kept outputs' mapping", daemon=True)
+            self.mapping.start()
 
     def ready(self) -> None:
         """Map the whole file, its pages' entries made in one call, not a fault each, and register
@@ -163,14 +175,26 @@ class Putter:
         torch = _torch()
         if self.dest is not None or not self.size:
             return
-        began = time.perf_counter()
-        mapped = mmap.mmap(self.fd, self.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
-                           prot=mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
-        self.dest = torch.frombuffer(mapped, dtype=torch.uint8)
-        self.timings["map"] = time.perf_counter() - began
+        self.map_ahead()
+        self.mapping.join()
+        address, error = self.mapped
+        if not address:
+            raise OSError(error, f"the kept outputs' file could not be mapped: {os.strerror(error)}")
+        self.dest = torch.frombuffer((ctypes.c_uint8 * self.size).from_address(address), dtype=torch.uint8)
         began = time.perf_counter()
         self.registered = not self.staged and torch.cuda.is_available() and _register(self.dest)
         self.timings["register"] = time.perf_counter() - began
+
+    def _map(self) -> None:
+        began = time.perf_counter()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+        address = libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                            self.fd, 0)  # fmt: skip
+        failed = address is None or address == ctypes.c_void_p(-1).value
+        self.mapped = (0, ctypes.get_errno()) if failed else (address, 0)
+        self.timings["map"] = time.perf_counter() - began
 
     def room(self, sizes: list[int]) -> int:
         """How many of these outputs, in order, fit in what is left of the file."""
