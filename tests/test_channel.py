@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import requires_gpu
 from grader.messages import decoding, frames, kept_file, reports
 from grader.running import child_run, isolation, tasks
 from grader.messages.job import Task
@@ -258,31 +257,6 @@ def test_a_kept_output_rewritten_in_the_file_after_its_fingerprint_is_found_at_i
     with pytest.raises(kept_file.Rewritten):
         run.outputs[(BENCH[1].id, "kept")].load("cpu")
     assert torch.equal(run.outputs[(BENCH[0].id, "kept")].load("cpu").view(torch.float32), torch.ones(8))
-
-
-@pytest.mark.gpu
-@requires_gpu
-def test_a_kept_output_loads_onto_the_gpu_piece_by_piece_as_put_and_a_rewrite_is_found(tmp_path):
-    """The parent's load onto a GPU reads the file through pinned memory a piece at a time
-    (KeptFile._staged_onto): an output of several pieces that ends inside one, and a small one
-    after it, arrive whole, and a word rewritten in the last piece is found by the fingerprint."""
-    import torch
-
-    outputs = [torch.arange(3 * kept_file.PIECE // 4 + 5, dtype=torch.float32), torch.full((1000,), 2.5)]
-    flats = [out.view(torch.uint8) for out in outputs]
-    kept = kept_file.KeptFile(tmp_path)
-    kept.bound(sum(flat.numel() for flat in flats))
-    kept.seed = 777
-    offsets = kept_file.Putter(kept.fd).put_all(flats)
-    prints = [kept_file.fingerprint(flat, kept.seed) for flat in flats]
-    for out, flat, at, expected in zip(outputs, flats, offsets, prints):
-        loaded = kept.load(at, flat.numel(), expected, "cuda")
-        assert loaded.is_cuda and torch.equal(loaded.view(torch.float32).cpu(), out)
-    os.pwrite(kept.fd, b"\x00\x00\x80\x3f", flats[0].numel() - 4)  # the first output's last element: 1.0
-    with pytest.raises(kept_file.Rewritten):
-        kept.load(offsets[0], flats[0].numel(), prints[0], "cuda")
-    assert torch.equal(kept.load(offsets[1], flats[1].numel(), prints[1], "cuda").view(torch.float32).cpu(), outputs[1])
-    kept_file.close_under(tmp_path)
 
 
 def test_the_childs_mapping_begun_ahead_on_a_thread_is_the_one_it_puts_outputs_through(tmp_path):

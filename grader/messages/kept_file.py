@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import functools
 import mmap
 import os
 import threading
@@ -39,7 +38,7 @@ from pathlib import Path
 
 FINGERPRINT_WORDS = 1 << 24  # the words summed at once (three int64 temporaries of 128 MiB)
 FINGERPRINT_MASK = (1 << 62) - 1
-PIECE = 1 << 26  # bytes copied at once through pinned memory: the child's, where the file could not be pinned; the parent's, loading
+PIECE = 1 << 26  # bytes copied at once through the child's pinned memory, where the file could not be pinned
 
 
 def _torch():
@@ -90,32 +89,10 @@ class KeptFile:
     def load(self, offset: int, length: int, expected: int, device: str):
         """The bytes onto `device`, checked against the harness's fingerprint of them: Rewritten
         where they differ (code in the child, or something that kept hold of the file, wrote them)."""
-        on_cpu = _torch().device(device).type == "cpu"
-        loaded = self.bytes_at(offset, length) if on_cpu else self._staged_onto(offset, length, device)
+        loaded = self.bytes_at(offset, length).to(device)
         if fingerprint(loaded, self.seed) != expected:
             raise Rewritten(f"the {length} bytes of a kept output changed after the grader's harness took their "
                             "fingerprint on the GPU: something rewrote the file they crossed in")  # fmt: skip
-        return loaded
-
-    def _staged_onto(self, offset: int, length: int, device: str):
-        """The bytes read into pinned memory a piece at a time, each piece copied onto the GPU while
-        the next is read. Copied from a mapping of the file (`bytes_at`), the 2.0 GB of
-        FlashAttention's kept outputs took 1.2 s of the grading's last judging on an H200, which
-        its end waits for: a page fault for each 4 KiB, and CUDA's own staging of pageable memory."""
-        torch = _torch()
-        loaded = torch.empty(length, dtype=torch.uint8, device=device)
-        buffers, copied = _pinned_buffers(), [None, None]  # each buffer's last copy's event
-        for index, at in enumerate(range(0, length, PIECE)):
-            slot, count = index % 2, min(PIECE, length - at)
-            if copied[slot] is not None:
-                copied[slot].synchronize()  # the buffer's last piece is on the GPU: it may be refilled
-            _read_exactly(self.fd, memoryview(buffers[slot].numpy())[:count], offset + at)
-            loaded[at : at + count].copy_(buffers[slot][:count], non_blocking=True)
-            copied[slot] = torch.cuda.Event()
-            copied[slot].record()
-        for event in copied:
-            if event is not None:
-                event.synchronize()  # the buffers are free for the next load
         return loaded
 
     def close(self) -> None:
@@ -137,22 +114,6 @@ def close_under(folder: Path | str) -> None:
     """Close the files of a grading's folder: it ends."""
     for file in list(_open.get(str(folder), [])):
         file.close()
-
-
-def _read_exactly(fd: int, into: memoryview, offset: int) -> None:
-    done = 0
-    while done < len(into):
-        count = os.preadv(fd, [into[done:]], offset + done)
-        if count <= 0:
-            raise ValueError(f"the kept outputs' file ended {offset + done} bytes in, short of what was said to lie there")
-        done += count
-
-
-@functools.cache
-def _pinned_buffers() -> tuple:
-    """Two pieces of pinned memory, made at this process's first load onto a GPU and kept for the next."""
-    torch = _torch()
-    return tuple(torch.empty(PIECE, dtype=torch.uint8, pin_memory=True) for _ in range(2))
 
 
 def _make_pages(fd: int, size: int) -> None:
