@@ -259,7 +259,11 @@ def test_a_kept_output_rewritten_in_the_file_after_its_fingerprint_is_found_at_i
     assert torch.equal(run.outputs[(BENCH[0].id, "kept")].load("cpu").view(torch.float32), torch.ones(8))
 
 
-def test_the_childs_mapping_begun_ahead_on_a_thread_is_the_one_it_puts_outputs_through(tmp_path):
+def _no_library(*_, **__):
+    raise OSError("no such library")
+
+
+def test_the_childs_mapping_begun_ahead_on_a_thread_is_the_one_it_puts_outputs_through(tmp_path, monkeypatch):
     """The child begins mapping the file before it starts CUDA (child/main.py), on a thread (libc's
     mmap, which leaves the interpreter free meanwhile); `ready` takes up that mapping, and what is
     put through it is the parent's to read. A file that cannot be mapped writable says so, and the
@@ -283,6 +287,10 @@ def test_the_childs_mapping_begun_ahead_on_a_thread_is_the_one_it_puts_outputs_t
         assert child_main._registered(child_main._kept_outputs_file(refused, BENCH)) is None
         with pytest.raises(OSError, match="could not be mapped"):
             kept_file.Putter(read_only).ready()
+        with monkeypatch.context() as patched:  # no libc to call: said as plainly, on the mapping's own thread
+            patched.setattr(kept_file.ctypes, "CDLL", _no_library)
+            with pytest.raises(OSError, match="could not be mapped"):
+                kept_file.Putter(kept.fd).ready()
     finally:
         os.close(read_only)
         kept_file.close_under(tmp_path)

@@ -29,6 +29,7 @@ memory with it; the parent makes its pages, and they are the parent's until its 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import mmap
 import os
@@ -187,9 +188,14 @@ class Putter:
 
     def _map(self) -> None:
         began = time.perf_counter()
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+        self.mapped = (0, errno.ENOSYS)  # until libc says otherwise
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long)  # fmt: skip
+        except (AttributeError, OSError):
+            return
         address = libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | mmap.MAP_POPULATE,
                             self.fd, 0)  # fmt: skip
         failed = address is None or address == ctypes.c_void_p(-1).value
