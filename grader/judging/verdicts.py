@@ -90,6 +90,8 @@ def _numerics(assignment: Assignment, part: Part, case: Case, seed: int, observa
     GPU where it runs: a timed output judged against the CPU generator's draw is wrong everywhere)."""
     inputs = draw(assignment, part, case, seed, device)
     reference = cases.reference_output(assignment, part, inputs)
+    # The load copies from pageable memory, which waits for the reference's GPU work queued above: a
+    # sampling profiler charges that work to the load (FlashAttention's float64 gradients, on a GPU).
     out, tolerance = load_output(observation, outputs, device), part.tolerance_for(case.dtype)
     verdict = numerics.judge(out, reference, cases.DTYPES[case.dtype], tolerance, observation.modified_inputs,
                              observation.overrun)  # fmt: skip
