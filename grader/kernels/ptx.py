@@ -88,11 +88,7 @@ def facts(ptx: str, block_x: int | None = None, shared: bool = True) -> PtxFacts
         if instruction is None:
             continue
         opcode, operands = instruction
-        if TENSOR_CORE.match(opcode):
-            found.tensor_core_ops += 1
-        _count_load(found, opcode, operands)
-        if not shared:
-            continue
+        _count(found, opcode, operands)
         if _is_shared_access(opcode):
             access = lanes.access(opcode, operands, line)
             if access is None:
@@ -111,9 +107,7 @@ def _counted(ptx: str) -> PtxFacts:
     for match in _COUNTED.finditer(ptx):
         instruction = _instruction(match.group(0))
         if instruction is not None:
-            opcode, operands = instruction
-            found.tensor_core_ops += bool(TENSOR_CORE.match(opcode))
-            _count_load(found, opcode, operands)
+            _count(found, *instruction)
     return found
 
 
@@ -154,7 +148,9 @@ def _width(opcode: str) -> int:
     return vector * bits // 8
 
 
-def _count_load(found: PtxFacts, opcode: str, operands: list[str]) -> None:
+def _count(found: PtxFacts, opcode: str, operands: list[str]) -> None:
+    """Count a tensor-core instruction, or a load from global memory and whether it is wide."""
+    found.tensor_core_ops += bool(TENSOR_CORE.match(opcode))
     if opcode.startswith("ld.global"):
         found.global_loads += 1
         found.wide_loads += _width(opcode) >= 16
