@@ -17,10 +17,11 @@ lists the keys it used (`remember`), so a warm grading, whose pass does not run,
 Triton's own CUDA utilities (`cuda_utils`, built by each process's first use of the driver, about
 a second more of gcc in every grading) are built and placed the same way.
 
-What a launcher's source depends on is checked first (`source`): each argument a pointer, a
-constexpr or a scalar type Triton names; anything else (a tensor descriptor, a tuple) is built by
-the child as before. The source is made from that check's result, never from the child's text,
-and a launcher Triton cannot find here it builds as it always did: nothing here decides a verdict.
+What a launcher's source depends on is checked first (`kinds`): each argument a pointer, a
+constexpr, a scalar type Triton names or a tensor descriptor (by its number of dimensions alone);
+anything else (a tuple) is built by the child as before. The source is made from that check's
+result, never from the child's text, and a launcher Triton cannot find here it builds as it always
+did: nothing here decides a verdict.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ KEYS_FILE = "launchers.json"  # in a kept compilers' cache folder: no key's name
 KEY = re.compile(r"[0-9a-f]{64}")
 SCALARS = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "f32", "fp64")
 POINTER = re.compile(r"\*k?[a-z0-9]{1,12}")  # "*fp16", "*i32", "*kfp32" (a constant pointer)
+DESCRIPTOR = re.compile(r"tensordesc<[a-z0-9]{1,12}\[(?P<shape>[0-9]{1,6}(, ?[0-9]{1,6}){0,4})\]>")  # "tensordesc<fp16[64, 64]>"
 MAX_KEYS = 256  # a grading's launchers at most (FlashAttention's solution builds ten)
 # The harness's own kernel in every timing child, the gate (grader/child/gate.py: `_held(flag,
 # timeout_ns)`): its launcher's argument kinds as Triton's binder makes them (test_launchers.py).
@@ -56,8 +58,9 @@ BUILDERS = 8  # gcc processes at once
 
 def kinds(spec: Specialization) -> list[str] | None:
     """The launcher's view of a kernel's arguments, in order: each "*" (a pointer of any element
-    type: the launcher passes a device address), "constexpr" or a scalar type; None where any
-    argument is of another kind."""
+    type: the launcher passes a device address), "constexpr", a scalar type or a tensor descriptor
+    of so many dimensions (its element type and tile shape are the kernel's business); None where
+    any argument is of another kind."""
     found = []
     for argument in spec.arguments:
         kind = argument.type
@@ -65,16 +68,29 @@ def kinds(spec: Specialization) -> list[str] | None:
             found.append("*i8")  # every pointer gives the same source
         elif kind == "constexpr" or kind in SCALARS:
             found.append(kind)
+        elif described := DESCRIPTOR.fullmatch(kind):
+            found.append(f"tensordesc<i8[{', '.join(['1'] * (described['shape'].count(',') + 1))}]>")
         else:
             return None
     return found
 
 
-def source(argument_kinds: list[str]) -> tuple[str, str]:
+def sources(argument_kinds: list[str]) -> list[tuple[str, str]]:
+    """(key, source) of each launcher Triton may make for arguments of these kinds: one, or, with a
+    tensor descriptor among them, two, since the kernel's compile decides how a descriptor is passed
+    (on a Hopper GPU, as the copy engine's descriptor, the `tensordesc_meta` of its metadata: then
+    the source names no element type nor tile shape; elsewhere as a pointer, its shape and strides).
+    Both are built; the child's launch finds the one its kernel needs."""
+    described = sum(kind.startswith("tensordesc") for kind in argument_kinds)
+    metas = [None, [{}] * described] if described else [None]
+    return [source(argument_kinds, meta) for meta in metas]
+
+
+def source(argument_kinds: list[str], tensordesc_meta: list | None = None) -> tuple[str, str]:
     """(key, source) of the launcher for arguments of these kinds, as Triton makes and finds it."""
     from triton.backends.nvidia.driver import make_launcher
 
-    text = make_launcher({}, {i: kind for i, kind in enumerate(argument_kinds)}, None)
+    text = make_launcher({}, {i: kind for i, kind in enumerate(argument_kinds)}, tensordesc_meta)
     return _key(text), text
 
 
@@ -133,14 +149,14 @@ def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
     """The keys of the launchers `specs` need, of the harness's own and of Triton's CUDA utilities,
     each built into the store (in parallel) where it is not there yet; one that fails to build is
     left to the child."""
-    sources = {}
+    made = {}
     wanted = dict.fromkeys(HARNESS_KINDS)
     wanted.update(dict.fromkeys(tuple(found) for spec in specs if (found := kinds(spec)) is not None))
     for found in list(wanted)[:MAX_KEYS]:  # a source per kind of signature, not per kernel (266: ten kinds)
-        key, text = source(list(found))
-        sources.setdefault(key, (NAME, text))
+        for key, text in sources(list(found)):
+            made.setdefault(key, (NAME, text))
     key, text = driver_utilities()
-    sources[key] = (UTILITIES, text)
+    made[key] = (UTILITIES, text)
 
     def built(item: tuple[str, tuple[str, str]]) -> str | None:
         key, (name, text) = item
@@ -149,8 +165,8 @@ def build(specs: list[Specialization], store: Path = STORE) -> set[str]:
         except Exception:  # gcc, the headers, libcuda: the child builds it as Triton always does
             return None
 
-    with ThreadPoolExecutor(max_workers=min(BUILDERS, len(sources))) as pool:
-        return {key for key in pool.map(built, sources.items()) if key}
+    with ThreadPoolExecutor(max_workers=min(BUILDERS, len(made))) as pool:
+        return {key for key in pool.map(built, made.items()) if key}
 
 
 def place(keys: set[str], compiled: Path, store: Path = STORE) -> int:
