@@ -19,7 +19,7 @@ from grader.kernels import profiling
 from grader.reporting import profile_table, report, terminal
 from grader.running.compile_cache import CACHE_ROOT
 from grader.running.environment import DeviceError, resolve_device
-from grader.running import early_workers, gpu_lock
+from grader.running import early_workers, gpu_lock, overlap
 from grader.running.gpu_lock import GpuLock
 from grader.grading import Settings, grade_submission
 from grader.reporting.results_json import write_json
@@ -117,6 +117,7 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
     gpu_lock.note("results and report written")
     terminal.print_table(result, console)
     gpu_lock.note("grade reported")
+    overlap.join_workers()  # they ended while the results were written and shown
     if profile:  # each timed case once more, under Nsight Compute (advice, never the grade)
         with console.status("profiling...") as status:
             profiled = profiling.profile(result, args.submission.resolve(), assignments, device, status.update,

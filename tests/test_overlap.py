@@ -46,6 +46,8 @@ def test_side_by_side_gives_the_verdicts_of_one_after_another(solutions):
     side = overlap.grade_side_by_side(REPO_ROOT / "solutions", assignments, Settings(device="cpu", parallel=2), 80.0,
                                       grade_assignment)  # fmt: skip
     assert sorted(side) == ["transpose", "vector_add"]
+    overlap.join_workers()
+    assert not multiprocessing.active_children(), "every worker ended once joined"
     together = [t for a in assignments for t in side[a.name][0]]
     assert [(t.name, t.reason, t.score) for t in together] == [(t.name, t.reason, t.score) for t in alone.tests]
     for name, (_, phases) in side.items():
@@ -103,10 +105,14 @@ def test_a_gpu_grade_starts_its_workers_as_the_command_begins_and_they_import_th
 
 
 def test_side_by_side_grades_in_the_workers_started_ahead(monkeypatch):
-    """grade_side_by_side takes the early pool (it is not left idle beside a second one)."""
-    used = []
+    """grade_side_by_side takes the early pool (it is not left idle beside a second one), tells it
+    to end once every grade is in, without waiting for its workers' end, and join_workers waits."""
+    used, shut = [], []
 
     class Pool:
+        def shutdown(self, wait=True):
+            shut.append(wait)
+
         def submit(self, fn, *args):
             used.append(args[0].name)
             from concurrent.futures import Future
@@ -125,3 +131,6 @@ def test_side_by_side_grades_in_the_workers_started_ahead(monkeypatch):
     side = overlap.grade_side_by_side(REPO_ROOT / "solutions", [_a("gelu", 1), _a("softmax", 1)],
                                       Settings(device="cuda", parallel=2), 80.0, grade_assignment)  # fmt: skip
     assert sorted(used) == ["gelu", "softmax"] and sorted(side) == ["gelu", "softmax"]
+    assert shut == [False] and overlap._ending == [None]
+    overlap.join_workers()
+    assert not overlap._ending

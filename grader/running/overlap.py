@@ -88,6 +88,7 @@ def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: f
     a lock in a folder of their own, removed after."""
     from grader.running.gpu_lock import GpuLock
 
+    join_workers()  # an earlier grading's (a process that grades again and again holds none past its next)
     folder = Path(tempfile.mkdtemp(prefix="grader-gpu-lock-"))
     shared = dataclasses.replace(settings, progress=_quiet, gpu_lock=settings.gpu_lock or GpuLock(folder, "0"))
     pending = sorted(assignments, key=lambda a: -a.gpu_memory_gib)
@@ -98,18 +99,39 @@ def grade_side_by_side(submission: Path, assignments: list, settings, gpu_gib: f
     # holds a CUDA context and threads.
     pool = early_workers.take(workers) or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        with pool:
-            while pending or running:
-                while len(running) < settings.parallel and (assignment := _next(pending, running, gpu_gib)):
-                    pending.remove(assignment)
-                    running[pool.submit(grade_one, assignment, submission, shared)] = assignment
-                progress(f"grading {', '.join(a.name for a in running.values())} side by side "
-                         f"({len(graded)} of {len(assignments)} done)")  # fmt: skip
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    graded[running.pop(future).name] = future.result()
-            gpu_lock.note("every assignment graded")
+        while pending or running:
+            while len(running) < settings.parallel and (assignment := _next(pending, running, gpu_gib)):
+                pending.remove(assignment)
+                running[pool.submit(grade_one, assignment, submission, shared)] = assignment
+            progress(f"grading {', '.join(a.name for a in running.values())} side by side "
+                     f"({len(graded)} of {len(assignments)} done)")  # fmt: skip
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                graded[running.pop(future).name] = future.result()
+        gpu_lock.note("every assignment graded")
+    except BaseException:
+        pool.shutdown(wait=True)  # a grading that failed, or a Ctrl-C: the others end first, as ever
+        raise
+    else:
+        # Each worker has nothing left to do; its end (the interpreter's, CUDA's: half a second on
+        # an H200's host) goes on while the caller writes the results: `join_workers` waits for it.
+        _ending.append(getattr(pool, "_executor_manager_thread", None))  # it joins them: `join_workers`
+        pool.shutdown(wait=False)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    gpu_lock.note("side-by-side workers ended")
     return graded
+
+
+# The threads of the pools whose workers were told to end (grade_side_by_side): each joins its
+# pool's processes once they have (a pool told not to wait forgets its own).
+_ending: list = []
+
+
+def join_workers() -> None:
+    """Wait until every side-by-side worker of this process has ended: after a grade's results
+    are written and shown, before the command ends (no process of a grading outlives it)."""
+    while _ending:
+        manager = _ending.pop()
+        if manager is not None:
+            manager.join()
+        gpu_lock.note("side-by-side workers ended")
