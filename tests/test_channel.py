@@ -259,6 +259,84 @@ def test_a_kept_output_rewritten_in_the_file_after_its_fingerprint_is_found_at_i
     assert torch.equal(run.outputs[(BENCH[0].id, "kept")].load("cpu").view(torch.float32), torch.ones(8))
 
 
+CASES = [Task(f"add:case:{i}", "add", "case", i, 0, max_output_bytes=1 << 20) for i in range(2)]
+
+
+def _case_run(per_case, tmp_path, kept: kept_file.KeptFile) -> child_run.ChildRun:
+    """A correctness child that runs both cases of CASES, sending `per_case(task)` (messages, or
+    (Output, payload) pairs) between each one's Start and its Done, as Worker.run_case sends a
+    case's outputs as they come; `kept`: the memory file it was given."""
+    key = secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    run = child_run.ChildRun()
+    channel = child_run.Channel(read_fd, key, tmp_path, CASES, run, lambda: None, CAP, None, kept)
+    writer = frames.FrameWriter(write_fd, key)
+    done = reports.CaseReport(reports.Observation(reports.Returned("tensor", "Tensor", "first")), reports.Activity())
+    sent = [Hello("ready")] + [m for task in CASES for m in (Start(task.id), *per_case(task), Done(task.id, done))]
+    for message in sent + [Finished(0)]:
+        writer.send(*(message if isinstance(message, tuple) else (message,)))
+    os.close(write_fd)
+    channel.run()
+    return run
+
+
+def _put(kept: kept_file.KeptFile, putter: kept_file.Putter, task: Task, name: str, out) -> reports.Output:
+    import torch
+
+    flat = out.reshape(-1).view(torch.uint8)
+    [offset] = putter.put_all([flat])
+    return reports.Output(task.id, name, "float32", list(out.shape), kept_at=offset,
+                          fingerprint=kept_file.fingerprint(flat, kept.seed))  # fmt: skip
+
+
+def test_a_cases_outputs_in_the_file_are_taken_while_it_runs_and_load_as_the_child_put_them(tmp_path):
+    """On the GPU tier a correctness child puts each case's outputs (its first call's and its
+    followup's) in the parent's memory file as they come (sending.Outputs.put), sized for two a
+    case (spawned.bind_kept): the parent takes each while its case runs, in order, and loads it
+    checked against its fingerprint."""
+    import torch
+
+    kept = kept_file.KeptFile(tmp_path)
+    kept.bound(1 << 12)
+    kept.seed = 777
+    putter = kept_file.Putter(kept.fd)
+    made = {(task.id, name): torch.full((3,), float(i)) for i, (task, name) in
+            enumerate((task, name) for task in CASES for name in ("first", "followup"))}  # fmt: skip
+    run = _case_run(lambda task: [_put(kept, putter, task, name, made[(task.id, name)]) for name in ("first", "followup")],
+                    tmp_path, kept)  # fmt: skip
+    assert run.violation is None and run.finished
+    for named, out in made.items():
+        assert torch.equal(run.outputs[named].load("cpu").view(torch.float32), out)
+    os.pwrite(kept.fd, b"\x00\x00\x00\x40", 4)  # the first case's first output, rewritten once the child put it
+    with pytest.raises(kept_file.Rewritten):
+        run.outputs[(CASES[0].id, "first")].load("cpu")
+    kept_file.close_under(tmp_path)
+
+
+@pytest.mark.parametrize("forged", ["twice", "another task's", "out of order"])
+def test_a_cases_output_in_the_file_that_is_not_its_own_next_one_is_tampering(tmp_path, forged):
+    """The file's bytes are taken as a running case's outputs only once each, for that case, each
+    right after the one before: anything else a child says of the file is tampering."""
+    import torch
+
+    kept = kept_file.KeptFile(tmp_path)
+    kept.bound(1 << 12)
+    kept.seed = 777
+    putter = kept_file.Putter(kept.fd)
+
+    def sent(task: Task) -> list:
+        first = _put(kept, putter, task, "first", torch.ones(3))
+        if forged == "twice":
+            return [first, _put(kept, putter, task, "first", torch.ones(3))]
+        if forged == "another task's":
+            return [dataclasses.replace(first, task=CASES[1].id)] if task is CASES[0] else []
+        return [dataclasses.replace(first, kept_at=first.kept_at + 4)]
+
+    run = _case_run(sent, tmp_path, kept)
+    assert run.violation is not None and run.violation.reason == "tampering"
+    kept_file.close_under(tmp_path)
+
+
 def _no_library(*_, **__):
     raise OSError("no such library")
 
@@ -284,7 +362,7 @@ def test_the_childs_mapping_begun_ahead_on_a_thread_is_the_one_it_puts_outputs_t
     read_only = os.open(f"/proc/self/fd/{kept.fd}", os.O_RDONLY)
     try:
         refused = SimpleNamespace(kept_fd=read_only)
-        assert child_main._registered(child_main._kept_outputs_file(refused, BENCH)) is None
+        assert child_main._registered(child_main._kept_outputs_file(refused)) is None
         with pytest.raises(OSError, match="could not be mapped"):
             kept_file.Putter(read_only).ready()
         with monkeypatch.context() as patched:  # no libc to call: said as plainly, on the mapping's own thread
@@ -325,29 +403,30 @@ def test_an_output_said_to_lie_in_a_file_the_child_was_not_given_is_tampering(tm
     assert "where none was owed" in run.violation.message
 
 
-def test_a_timing_childs_file_is_sized_and_sealed_before_its_job_with_the_pages_it_needs_made_ahead(tmp_path):
-    """spawned.bind_kept: the file holds what the benchmarks send when right (about half their caps)
-    and can grow no further (a child could otherwise fill the machine's memory with it); its pages
-    are made by the parent, not by the child between two timed phases."""
+def test_a_gpu_childs_file_is_sized_and_sealed_before_its_job_with_the_pages_it_needs_made_ahead(tmp_path):
+    """spawned.bind_kept: the file holds what the tasks send when right (half a task's cap for
+    each output: one a benchmark keeps, two a correctness case sends) and can grow no further (a
+    child could otherwise fill the machine's memory with it); its pages are made by the parent,
+    not by the child (nor between two timed phases)."""
     from grader.running.spawned import bind_kept
 
     child = SimpleNamespace(kept=kept_file.KeptFile(tmp_path))
-    tasks = [*BENCH, Task("add:case:0", "add", "case", 0, 0, max_output_bytes=1 << 30)]
+    tasks = [*BENCH, Task("add:case:0", "add", "case", 0, 0, max_output_bytes=1 << 20)]
     fd, seed = bind_kept(child, tasks)
     assert fd == child.kept.fd and seed == child.kept.seed and seed > 0
-    assert child.kept.size == 1 << 20, "half the benchmarks' caps, and nothing for the case"
-    for attempt in (lambda: os.ftruncate(fd, 4 << 20), lambda: os.pwrite(fd, b"x", 1 << 20)):
+    assert child.kept.size == 2 << 20, "half the benchmarks' caps, and the case's whole cap (two outputs)"
+    for attempt in (lambda: os.ftruncate(fd, 4 << 20), lambda: os.pwrite(fd, b"x", 2 << 20)):
         with pytest.raises(OSError):
             attempt()
     assert bind_kept(child, tasks) == (-1, 0), "sized once"
     shown = SimpleNamespace(kept=kept_file.KeptFile(tmp_path))
     assert bind_kept(shown, [Task("add:shown:0", "add", "shown", 0, 0, max_output_bytes=1 << 20)]) == (-1, 0)
-    assert shown.kept is None, "no benchmark keeps an output: no file"
+    assert shown.kept is None, "no task sends an output there: no file"
     for _ in range(500):
-        if os.fstat(fd).st_blocks * 512 >= 1 << 20:
+        if os.fstat(fd).st_blocks * 512 >= 2 << 20:
             break
         threading.Event().wait(0.01)
-    assert os.fstat(fd).st_blocks * 512 >= 1 << 20, "its pages, made ahead"
+    assert os.fstat(fd).st_blocks * 512 >= 2 << 20, "its pages, made ahead"
     kept_file.close_under(tmp_path)
     assert str(tmp_path) not in kept_file._open, "every file of the folder closed"
 

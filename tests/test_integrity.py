@@ -10,6 +10,7 @@ GPU, that a rebound timer changes no measurement while work on a side stream sti
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
 import statistics
 import time
@@ -97,6 +98,32 @@ def test_a_right_output_in_the_first_output_s_memory_is_tampering(tmp_path):
 def test_a_wrong_second_output_that_is_not_the_first_keeps_its_own_reason(tmp_path):
     verdict = _judge(*_with_followup(tmp_path, torch.zeros_like(_right())))
     assert verdict.reason == "wrong_result" and verdict.message.startswith("on a second call")
+
+
+@pytest.mark.parametrize("rewritten", ["first", "second", None])
+def test_a_case_output_rewritten_in_the_childs_memory_file_is_tampering(tmp_path, rewritten):
+    """On the GPU tier a case's outputs cross in the parent's memory file (sending.Outputs.put), each
+    with the fingerprint the harness took before its bytes left the GPU: bytes rewritten there
+    afterwards (by student code left running in the child) are tampering, whichever output it was,
+    and not a wrong result; untouched, the case is judged on its numbers."""
+    from grader.messages import kept_file
+
+    file = kept_file.KeptFile(tmp_path)
+    file.bound(1 << 12)
+    file.seed = 4242
+    outputs, said = {}, {}
+    for name, seed in (("first", SEED), ("second", SEED + 1)):
+        flat = _right(seed).contiguous().view(torch.uint8).reshape(-1)
+        [at] = kept_file.Putter(file.fd).put_all([flat]) if name == "first" else [flat.numel()]
+        if name == "second":
+            os.pwrite(file.fd, flat.numpy().tobytes(), at)
+        outputs[name] = OutputFile(CASE.dtype, list(CASE.shape), None, file, at, kept_file.fingerprint(flat, file.seed))
+        said[name] = Observation(Returned("tensor", "Tensor", name))
+    if rewritten:
+        os.pwrite(file.fd, b"\x00\x7c", outputs[rewritten].kept_at)  # float16 infinity, once the harness put it
+    verdict = _judge(CaseReport(said["first"], OWN, calls=2, followup=Followup(SEED + 1, said["second"])), outputs)
+    kept_file.close_under(tmp_path)
+    assert (verdict.reason, "rewrote the file" in verdict.message) == (("tampering", True) if rewritten else ("ok", False))
 
 
 def test_an_output_that_is_an_input_is_tampering_unless_the_input_changed(tmp_path):

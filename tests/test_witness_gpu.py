@@ -17,7 +17,11 @@ from grader.witness import build
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 HERE = Path(__file__).parent
-ATTACKS = sorted(HERE.glob("unguarded/*/*/expect.toml")) + [HERE / "submissions/vector_add/cublas_through_ctypes/expect.toml"]
+UNGUARDED = sorted(HERE.glob("unguarded/*/*/expect.toml"))
+# The witness's attacks; the others (`witness = false`) are caught by other evidence the child cannot rewrite.
+ATTACKS = [e for e in UNGUARDED if tomllib.loads(e.read_text()).get("witness", True)] + [
+    HERE / "submissions/vector_add/cublas_through_ctypes/expect.toml"]
+REWRITES = HERE / "unguarded/vector_add/rewrites_its_outputs_file"
 
 
 def unguarded(submission: Path, assignment: str):
@@ -49,6 +53,17 @@ def test_an_attack_loses_its_points_with_the_guard_off(expect):
     reason = "forbidden_op" if folder.name == "cublas_through_ctypes" else tomllib.loads(expect.read_text())["reason"]
     assert {t.reason for t in graded} == {reason}, [(t.name, t.reason, t.output[:200]) for t in graded]
     assert all("witness" in t.output for t in graded), [(t.name, t.output[:300]) for t in graded]
+
+
+def test_outputs_rewritten_in_the_memory_file_they_cross_in_are_tampering_with_the_guard_off():
+    """A thread of the submission's writes zeros over the memory file a GPU child's outputs cross in
+    (kept_file.py), again and again: every output it reached after the harness fingerprinted it is
+    tampering, the fingerprint's word, and none is judged a wrong result on the zeros."""
+    result = unguarded(REWRITES, "vector_add")
+    failed = [t for t in result.tests if t.kind in ("correctness", "performance") and t.graded and not t.passed]
+    assert failed, "the thread rewrote no output before it was read"
+    assert all(t.reason == "tampering" and "rewrote the file" in t.output for t in failed), \
+        [(t.name, t.reason, t.output[:200]) for t in failed]
 
 
 def test_the_solution_keeps_every_point_with_the_guard_off(repo):

@@ -58,11 +58,11 @@ def _prepare_cuda(gpu_memory_gib: float) -> None:
         pass
 
 
-def _kept_outputs_file(job, benchmarks: list):
-    """A timing child's end of the kept outputs' file the parent gave it (messages/kept_file.py),
+def _kept_outputs_file(job):
+    """A GPU child's end of the memory file the parent gave it for its outputs (messages/kept_file.py),
     its mapping begun on a thread now, before the child starts CUDA (`_registered` takes it up);
     None where there is none."""
-    if not benchmarks or job.kept_fd < 0:
+    if job.kept_fd < 0:
         return None
     from grader.messages.kept_file import Putter
 
@@ -237,7 +237,7 @@ def main(lifeline: str, preload: str = "", triton_key: str = "", held: str = "")
     job.key = ""
     del raw
     benchmarks = _benchmarks(job)
-    putter = _kept_outputs_file(job, benchmarks)  # its page table made on a thread from here on
+    putter = _kept_outputs_file(job)  # its page table made on a thread from here on
     assignment, compiled_baselines = _compiled_baselines(job, benchmarks)
     if job.device == "cuda":
         import torch  # noqa: F401 (no CUDA yet: importing starts nothing on the GPU)

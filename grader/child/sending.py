@@ -1,5 +1,6 @@
-"""How an output tensor's bytes leave the child (`Outputs`): in its frame on the channel, or, for a
-benchmark's kept output, in the parent's kept outputs' file (messages/kept_file.py).
+"""How an output tensor's bytes leave the child (`Outputs`): in its frame on the channel, or, on the
+GPU tier, in the parent's memory file (messages/kept_file.py): a correctness case's outputs as they
+come, a benchmark's kept output after the last benchmark.
 
 A timing child keeps one timed output per benchmark on the GPU until every benchmark is timed:
 moving them to the parent as they come (hundreds of MB each) would take a second or more of a
@@ -45,43 +46,50 @@ class Outputs:
             return Returned("other", type(out).__name__)
         if later:
             self.owed.append((task, name, out))
-        else:
+        elif self.putter is None or not self.put([(task, name, out)]):
             self.send_tensor(task, name, out)
         return Returned("tensor", "Tensor", name)
 
     def pay(self) -> None:
         """Send the outputs kept for later, after the last task's Done: the parent, which then has
-        every timing, shares the GPU again meanwhile (gpu_lock.Timed.share). Where the parent gave
-        a kept outputs' file, those that fit go there, each fingerprinted on the GPU before its
-        bytes leave it, and a frame says where; the rest, through the channel."""
+        every timing, shares the GPU again meanwhile (gpu_lock.Timed.share). Those that fit go into
+        the memory file the parent gave (`put`); the rest, through the channel."""
         if self.putter is not None and self.owed:
-            self.put_in_file()
+            del self.owed[: self.put(self.owed)]
         while self.owed:
             task, name, out = self.owed.pop(0)
             self.send_tensor(task, name, out)
             del out
 
-    def put_in_file(self) -> None:
-        """The first of the outputs owed that fit in the kept outputs' file, put there. On an H200's
-        host 2.7 GB crossed the channel's pipe in 1.5 s; into the file's mapping, registered with
-        CUDA, the copy took 0.05 s and their fingerprints 0.07-0.13 s (tools/kept_transport.py);
-        the file's pages and the mapping were made before (spawned.bind_kept, Putter.ready)."""
+    def put(self, outputs: list[tuple[Task, str, torch.Tensor]]) -> int:
+        """The first of `outputs` that fit in the parent's memory file, put there, each
+        fingerprinted on its device before its bytes leave it, and a frame for each that says where
+        it lies; how many. A correctness case's outputs go there as they come, a timing child's
+        kept outputs after its last benchmark. On an H200's host 2.7 GB crossed the channel's pipe
+        in 1.5 s, hashed at both ends; into the file's mapping, registered with CUDA, the copy took
+        0.05 s and their fingerprints 0.07-0.13 s (tools/kept_transport.py); the file's pages and the
+        mapping were made before (spawned.bind_kept, Putter.ready). None where the fingerprint
+        finds no GPU memory left under the child's cap: the channel carries them then."""
         putter = self.putter
         fitting = []
-        for task, _, out in self.owed:
+        for task, _, out in outputs:
+            # On the GPU alone: the parent draws the fingerprint's weights on its GPU, where a CPU
+            # generator's would differ (a student's output left on the CPU goes through the channel).
             if out.device.type != "cuda" or not out.numel() or out.numel() * out.element_size() > task.max_output_bytes:
                 break
             fitting.append(_raw(out))
         fitting = fitting[: putter.room([flat.numel() for flat in fitting])]
         if not fitting:
-            return
-        prints = [kept_file.fingerprint(flat, self.kept_seed) for flat in fitting]
+            return 0
+        try:
+            prints = [kept_file.fingerprint(flat, self.kept_seed) for flat in fitting]
+        except torch.OutOfMemoryError:
+            return 0
         offsets = putter.put_all(fitting)
-        for offset, fingerprint in zip(offsets, prints):
-            task, name, out = self.owed.pop(0)
+        for (task, name, out), offset, fingerprint in zip(outputs, offsets, prints):
             self.send(Output(task.id, name, dtype_name(out.dtype), list(out.shape), kept_at=offset,
                              fingerprint=fingerprint))  # fmt: skip
-            del out
+        return len(fitting)
 
     def send_tensor(self, task: Task, name: str, out: torch.Tensor) -> None:
         header = Output(task.id, name, dtype_name(out.dtype), list(out.shape))

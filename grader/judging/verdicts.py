@@ -127,7 +127,18 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
                or integrity.required_loads(part, report.activity))  # fmt: skip
     if verdict:
         return verdict
-    verdict, _, _ = _numerics(assignment, part, case, seed, report.observation, result.outputs, device)
+    try:
+        return _judged_outputs(assignment, part, case, seed, report, result.outputs, device)
+    except kept_file.Rewritten as rewritten:
+        return Verdict("tampering", f"{rewritten}: an output was replaced after the grader's harness sent it")
+
+
+def _judged_outputs(assignment: Assignment, part: Part, case: Case, seed: int, report: CaseReport, outputs: dict,
+                    device: str) -> Verdict:  # fmt: skip
+    """A case's outputs against its reference, its first call's and its followup's: on the GPU tier
+    each read from the child's memory file (kept_file.Rewritten where it changed after the harness
+    put it there)."""
+    verdict, _, _ = _numerics(assignment, part, case, seed, report.observation, outputs, device)
     verdict = tf32_verdict(case, report.activity, verdict)
     if report.unstable and verdict.reason in ("ok", "wrong_result"):
         race = (f"the output changed between {part.repeats} runs on the same inputs ({report.unstable} element(s) "
@@ -135,7 +146,7 @@ def judge_case(assignment: Assignment, part: Part, case: Case, seed: int, result
         message = race if verdict.ok else f"{verdict.message}; and {race}"
         return Verdict("wrong_result", message, {**verdict.metrics, "unstable": report.unstable})
     if verdict.ok and report.followup is not None:
-        followed = judge_followup(assignment, part, case, report.followup, result.outputs, device)
+        followed = judge_followup(assignment, part, case, report.followup, outputs, device)
         if followed and not followed.ok:
             return followed
         verdict.metrics.update(followed.metrics if followed else {})  # the peak memory, where measured

@@ -269,10 +269,13 @@ class Channel(threading.Thread):
         self.run_.outputs[(message.task, message.name)] = OutputFile(message.dtype, message.shape, path)
 
     def kept_output(self, message: Output, frame: frames.Frame, expected: int) -> None:
-        """An output whose bytes lie in the kept outputs' file: only one kept for after the last
-        task (a benchmark's), each right after the one before, within the file and its task's cap."""
-        kept, task = self.kept, self.tasks.get(message.task)
-        if kept is None or (message.task, message.name) not in self.run_.owed() or task is None:
+        """An output whose bytes lie in the child's memory file: a running task's (a correctness
+        case's), once, or one kept for after the last task (a benchmark's); each right after the
+        one before, within the file and its task's cap."""
+        kept, task, run = self.kept, self.tasks.get(message.task), self.run_
+        named = (message.task, message.name)
+        taken = named in run.owed() or (message.task == run.in_flight and named not in run.outputs)
+        if kept is None or not taken or task is None:
             raise ProtocolError("tampering", "an output said to lie in a kept outputs' file where none was owed")
         if (not message.sent or frame.payload_bytes or expected <= 0 or expected > task.max_output_bytes
                 or message.kept_at != self.kept_at or message.kept_at + expected > kept.size):  # fmt: skip

@@ -167,9 +167,9 @@ def spawn(job: Job, workdir: Path, view: sandbox.View | None, gated: bool, compi
     argv = walls.command(argv)
     outputs = workdir / f"received-{secrets.token_hex(4)}"
     outputs.mkdir(mode=0o700)
-    # A GPU timing child's kept outputs cross in a memory file of this process's (kept_file.py), sized
-    # once the child's benchmarks are known (spawned.bind_kept); this process keeps its descriptor.
-    kept_outputs = kept_file.KeptFile(workdir) if timed and job.device == "cuda" else None
+    # A GPU child's outputs cross in a memory file of this process's (kept_file.py), sized once the
+    # child's tasks are known (spawned.bind_kept); this process keeps its descriptor.
+    kept_outputs = kept_file.KeptFile(workdir) if job.device == "cuda" and not job.precompile else None
     witness_fd, reader = _witness(witness, env, preload=view is None)
     # bwrap and Popen keep the numbers of the descriptors they pass on.
     passed = tuple(f for f in (lifeline, seccomp, write_fd, gate_fd, witness_fd) if f is not None and f >= 0)

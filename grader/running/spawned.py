@@ -137,16 +137,20 @@ def start_ahead(child: Spawned, job: Job, gate: Callable[[str], None] | None = N
 
 
 def bind_kept(child: Spawned, tasks: list) -> tuple[int, int]:
-    """Size a timing child's kept outputs' file to what its benchmarks send when right (half their
-    caps: grading.AssignmentGrading.task), before the child has its job and any student code runs,
-    its pages made ahead here; the file's number and fingerprints' seed for its Job. An output
-    larger than the right one (within its cap) finds no room and goes through the channel. (-1, 0)
-    without a file (none where no benchmark keeps an output: a shown baseline's child's), or once
-    it is sized (a child is given one job)."""
+    """Size a GPU child's memory file for its outputs to what its tasks send when right (half a
+    task's cap, grading.AssignmentGrading.task, for each output: a benchmark keeps one, a
+    correctness case sends two, its first call's and its followup's), before the child has its
+    job and any student code runs, its pages made ahead here (this process's, not the child's
+    memory); the file's number and fingerprints' seed for its Job. An output larger than the right
+    one (within its cap) finds no room and goes through the channel. (-1, 0) without a file (none
+    where no task sends an output there: a shown baseline's child's), or once it is sized (a child
+    is given one job). A child that died leaves its file to the grading (the outputs it sent lie
+    there); run_tasks starts a few children at most."""
     kept = child.kept
     if kept is None or kept.seed:
         return -1, 0
-    right = sum(task.max_output_bytes // 2 for task in tasks if task.kind == "bench")
+    sent = {"bench": 1, "case": 2}
+    right = sum(task.max_output_bytes // 2 * sent.get(task.kind, 0) for task in tasks)
     if not right:
         kept.close()
         child.kept = None
