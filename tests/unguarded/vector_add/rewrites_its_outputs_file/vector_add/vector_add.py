@@ -1,8 +1,9 @@
 # Hostile, for a child whose guard is off: the sum is right, and a thread of its own writes zeros over
 # every mapping of the grader's memory file that outputs cross in, again and again, after the harness
-# put them there.
+# put them there. The thread is a bare OS thread (_thread), which threading.enumerate() never lists, so
+# the child's own check for threads left running misses it: only the outputs' fingerprint can tell.
+import _thread
 import ctypes
-import threading
 import time
 
 import triton
@@ -35,8 +36,7 @@ _started = []
 
 def add(x, y):
     if not _started:
-        _started.append(threading.Thread(target=_zero_the_file, daemon=True))
-        _started[0].start()
+        _started.append(_thread.start_new_thread(_zero_the_file, ()))
     out = torch.empty_like(x)
     n = x.numel()
     add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
