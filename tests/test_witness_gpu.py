@@ -61,9 +61,13 @@ def test_outputs_rewritten_in_the_memory_file_they_cross_in_are_tampering_with_t
     tampering, the fingerprint's word, and none is judged a wrong result on the zeros."""
     result = unguarded(REWRITES, "vector_add")
     failed = [t for t in result.tests if t.kind in ("correctness", "performance") and t.graded and not t.passed]
-    assert failed, "the thread rewrote no output before it was read"
-    assert all(t.reason == "tampering" and "rewrote the file" in t.output for t in failed), \
-        [(t.name, t.reason, t.output[:200]) for t in failed]
+    listed = "\n".join(f"{t.name}: {t.reason}: {t.output}" for t in failed)
+    cases = [t for t in failed if t.kind == "correctness"]
+    assert cases, "the thread rewrote no output before it was read"
+    assert all(t.reason == "tampering" and "rewrote the file" in t.output for t in cases), listed
+    # A part whose cases failed is not timed, and says why.
+    assert all(t.reason == "tampering" and "correctness must pass first" in t.output for t in failed
+               if t.kind == "performance"), listed  # fmt: skip
 
 
 def test_the_solution_keeps_every_point_with_the_guard_off(repo):

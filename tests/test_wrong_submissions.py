@@ -3,7 +3,8 @@
 Each folder under tests/submissions/<assignment>/<bug>/ is a submission tree plus an
 expect.toml naming the reason the bug must earn, or an expect.toml alone whose `edits` turn the
 solution into the bug (conftest.known_wrong), and optionally `timeout_s` (a shorter limit),
-`gpu_reason` (where the GPU tier names it differently), `tier = "gpu"` (a bug only a GPU shows:
+`gpu_reason` (where the GPU tier names it differently; a list where its cases earn several, each
+earned and no other), `tier = "gpu"` (a bug only a GPU shows:
 slow or timing-hostile code) or `tier = "cpu"` (a bug only in cases the CPU tier alone grades: on
 the GPU every case must pass), `parts` (the parts the bug is in, when the submission holds only
 their files, or is only about them; the other parts are then not graded), `output` (what the
@@ -159,7 +160,8 @@ def test_every_reason_code_has_a_submission_that_earns_it():
     """grader/judging/reasons.py says where each reason is earned; each known-wrong one has its submission
     here (a CPU-tier one earns it on the CPU tier, so in this run), the others their own tests."""
     on_cpu = {e["reason"] for _, e in expectations() if e.get("tier", "both") != "gpu"}
-    anywhere = {e["reason"] for _, e in expectations()} | {e["gpu_reason"] for _, e in expectations() if "gpu_reason" in e}
+    on_gpu = [e["gpu_reason"] for _, e in expectations() if "gpu_reason" in e]
+    anywhere = {e["reason"] for _, e in expectations()} | {r for g in on_gpu for r in (g if isinstance(g, list) else [g])}
     wanted = {
         "known_wrong": on_cpu,
         "known_wrong_gpu": anywhere,
