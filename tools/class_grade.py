@@ -73,14 +73,16 @@ def _takes_ctrl_c() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def run(folder: Path, students: int, workers: int, limit_s: float, device: str, only: list[str]) -> int:
+def run(folder: Path, students: int, workers: int, limit_s: float, device: str, only: list[str],
+        unsandboxed: bool = False) -> int:
     names = build(folder, students)
     out = folder / "out"
     assignments = len(only) or len([p for p in (REPO / "assignments").iterdir() if (p / "assignment.toml").exists()])
     before = sum(len(rows) for rows in graded(out, device).values())
     began = time.time()
     command = [sys.executable, "-m", "grader", "batch", str(folder / "class"), "--out", str(out), "--device", device,
-               "--workers", str(workers), *(flag for name in only for flag in ("--assignment", name))]  # fmt: skip
+               "--workers", str(workers), *(flag for name in only for flag in ("--assignment", name)),
+               *(["--no-sandbox"] if unsandboxed else [])]  # fmt: skip
     with open(folder / "batch.log", "a") as log:
         batch = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  preexec_fn=_takes_ctrl_c)  # fmt: skip
@@ -147,10 +149,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="summary: where its figures go")
     parser.add_argument("--device", default="cuda", help="cpu rehearses it where there is no GPU")
     parser.add_argument("--assignment", action="append", default=[], help="run: only these (a rehearsal)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run: batch's --no-sandbox, where the machine offers no sandbox (a rehearsal)")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.what == "run":
-        return run(args.dir, args.students, args.workers, args.limit, args.device, args.assignment)
+        return run(args.dir, args.students, args.workers, args.limit, args.device, args.assignment, args.no_sandbox)
     figures, status = summary(args.dir, args.device)
     if args.json and figures:
         args.json.write_text(json.dumps(figures, indent=1))
