@@ -31,7 +31,7 @@ from grader.running import sandbox  # noqa: E402
 from grader.cli import main
 from grader.assignment.loading import load_assignment
 from grader.assignment.spec import REPO_ROOT
-from conftest import gradebook_rows as rows_count, run_while_progressing  # noqa: E402
+from conftest import gradebook_rows as rows_count, no_sandbox_where_none, run_while_progressing  # noqa: E402
 from test_intake import EXPORT_METADATA, write_bomb, write_tar, write_zip
 
 SUBMISSIONS = REPO_ROOT / "tests" / "submissions" / "vector_add"
@@ -53,8 +53,7 @@ REFUSED = {"mallory", "trudy", "zipbomb", "frank", HOSTILE_ALICE}
 
 def batch(submissions: Path, out: Path, *extra: str, salt_file: Path | None = None, wait: bool = True):
     engine = [] if "--scheduler" in extra else ["--device", "cpu", "--workers", "2"]
-    # Where the OS offers no sandbox, a TA is told to pass --no-sandbox (Landlock and seccomp still wall each child).
-    engine += ["--no-sandbox"] if sandbox.probe().startswith("none") and "--no-sandbox" not in extra else []
+    engine += [flag for flag in no_sandbox_where_none() if flag not in extra]
     argv = [sys.executable, "-m", "grader", "batch", str(submissions), "--out", str(out),
             "--assignment", "vector_add", *engine, *extra]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
@@ -345,7 +344,7 @@ def test_a_batch_without_the_sandbox_still_hides_the_salt_and_the_tas_secrets(tm
     assert "warning: --no-sandbox" in " ".join(output.split())
     results = {s: json.loads((tmp_path / "out" / s / "results.json").read_text()) for s in GRADED_UNSANDBOXED}
     # Switched off where bubblewrap works; where it does not, the line says why there was none.
-    why = "none (switched off: --no-sandbox)" if not sandbox.probe().startswith("none") else sandbox.probe()
+    why = sandbox.probe() if no_sandbox_where_none() else "none (switched off: --no-sandbox)"
     assert all(r["extra_data"]["sandbox"].startswith(f"{why}; Landlock") for r in results.values()), \
         [r["extra_data"]["sandbox"] for r in results.values()]
     assert grades_csv(tmp_path / "out")["alice"]["vector_add"] == "4.0"

@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 
+from conftest import no_sandbox_where_none
 from grader.assignment.spec import REPO_ROOT
-from grader.running import sandbox
 
 START = [sys.executable, "-m", "grader", "--help"]  # the packages' load, and nothing after it
 
@@ -72,7 +72,7 @@ def test_a_ctrl_c_in_a_batch_says_what_is_kept_and_the_workers_say_nothing(tmp_p
     out = tmp_path / "out"
     command = [sys.executable, "-m", "grader", "batch", str(tmp_path / "class"), "--out", str(out), "--device", "cpu",
                "--workers", "2", "--assignment", "vector_add"]  # fmt: skip
-    command += ["--no-sandbox"] if sandbox.probe().startswith("none") else []  # as a TA is told to where the OS offers none
+    command += no_sandbox_where_none()
     log = tmp_path / "batch.log"
     with open(log, "w") as sink:
         batch = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)

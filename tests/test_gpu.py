@@ -12,7 +12,7 @@ import pytest
 
 from conftest import grade, known_wrong, requires_gpu
 from test_reference_submissions import bonus
-from test_wrong_submissions import assert_diagnoses, assert_passes, expectations, in_scope
+from test_wrong_submissions import assert_diagnoses, assert_passes, expectations, gpu_reasons, in_scope
 from grader.reporting.results_json import write_json
 from grader.assignment.loading import assignment_names, load_assignments
 
@@ -55,8 +55,7 @@ def test_starter_on_the_gpu_is_not_implemented_and_not_timed(repo):
 
 @pytest.mark.parametrize("folder, expect", [pytest.param(f, e, id=f"{f.parent.name}/{f.name}") for f, e in expectations()])
 def test_bug_earns_its_reason_on_the_gpu(folder, expect, tmp_path):
-    reason = expect.get("gpu_reason", expect["reason"])
-    reasons = set(reason) if isinstance(reason, list) else {reason}  # a list: each earned, and no other
+    reasons = gpu_reasons(expect)
     result = grade(known_wrong(folder, tmp_path), [folder.parent.name], device="cuda",
                    timeout_s=expect.get("gpu_timeout_s", expect.get("timeout_s")), parts=expect.get("parts"))  # fmt: skip
     failed = [t for t in in_scope(result, expect) if t.kind in ("correctness", "performance") and not t.passed]
@@ -66,8 +65,8 @@ def test_bug_earns_its_reason_on_the_gpu(folder, expect, tmp_path):
         return
     assert failed, f"{folder.name} passed every case on the GPU"
     wrong_reason = {t.name: f"{t.reason}: {t.output[:300]}" for t in failed if t.reason not in reasons}
-    assert not wrong_reason, f"expected {reason}, got {wrong_reason}"
-    assert reasons <= {t.reason for t in failed}, f"expected each of {reason}, got {sorted({t.reason for t in failed})}"
+    assert not wrong_reason, f"expected {sorted(reasons)}, got {wrong_reason}"
+    assert reasons <= {t.reason for t in failed}, f"expected each of {sorted(reasons)}, got {sorted({t.reason for t in failed})}"
     graded = [t for t in in_scope(result, expect) if t.kind == "correctness" and t.graded]
     assert_passes(graded, expect.get("passes", []), every=False)
     assert_diagnoses([t for t in failed if t.kind == "correctness"], expect.get("gpu_diagnosis", expect.get("diagnosis")),

@@ -8,11 +8,11 @@ import json
 import subprocess
 import sys
 
+from conftest import no_sandbox_where_none
 from grader.assignment.loading import load_assignment
 from grader.assignment.spec import REPO_ROOT
 from grader.grading import Settings, grade_submission
 from grader.reporting.results_json import gradescope
-from grader.running import sandbox
 from grader.running.orphans import children
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
@@ -62,7 +62,7 @@ def test_a_class_stopped_at_its_limit_is_graded_on_in_the_next_command(tmp_path)
     tool = [sys.executable, str(REPO_ROOT / "tools" / "class_grade.py")]
     rehearsal = ["--dir", str(tmp_path), "--students", "2", "--workers", "1", "--device", "cpu",
                  "--assignment", "vector_add"]  # fmt: skip
-    rehearsal += ["--no-sandbox"] if sandbox.probe().startswith("none") else []  # as a TA is told to where the OS offers none
+    rehearsal += no_sandbox_where_none()
     before = children()
     stopped = subprocess.run([*tool, "run", *rehearsal, "--limit", "0.5"], capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 3, stopped.stdout + stopped.stderr

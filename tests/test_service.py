@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import no_sandbox_where_none
 from service_run import SALT, Server, call, solution_zip, token, wait_for, write_course, zip_of
 from grader.assignment.spec import REPO_ROOT
 from grader.course.gradebook import Gradebook, Key
 from grader.reporting import hidden
 from grader.reporting.results import TestResult
-from grader.running import sandbox
 from grader.service import queue
 
 STUDENTS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "cli", "henry"]
@@ -289,7 +289,7 @@ def test_override_and_batch_work_on_the_service_gradebook(server, tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     argv = [sys.executable, "-m", "grader", "batch", str(klass), "--out", str(server.out), "--assignment", "vector_add",
             "--scheduler", scheduler, "--course", str(server.course)]  # fmt: skip
-    argv += ["--no-sandbox"] if sandbox.probe().startswith("none") else []  # as a TA is told to where the OS offers none
+    argv += no_sandbox_where_none()
     done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with sqlite3.connect(server.out / "gradebook.sqlite") as db:

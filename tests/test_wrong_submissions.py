@@ -43,6 +43,13 @@ def expectations() -> list[tuple]:
     return [(path.parent, tomllib.loads(path.read_text())) for path in found]
 
 
+def gpu_reasons(expect: dict) -> set[str]:
+    """What a folder earns on the GPU tier: its `gpu_reason` (one, or a list: each earned, and no
+    other), else its `reason`."""
+    given = expect.get("gpu_reason", expect["reason"])
+    return set(given) if isinstance(given, list) else {given}
+
+
 def in_scope(result, expect: dict) -> list:
     """The tests of the parts the bug is in (every part, unless expect.toml names some)."""
     parts = expect.get("parts")
@@ -160,8 +167,7 @@ def test_every_reason_code_has_a_submission_that_earns_it():
     """grader/judging/reasons.py says where each reason is earned; each known-wrong one has its submission
     here (a CPU-tier one earns it on the CPU tier, so in this run), the others their own tests."""
     on_cpu = {e["reason"] for _, e in expectations() if e.get("tier", "both") != "gpu"}
-    on_gpu = [e["gpu_reason"] for _, e in expectations() if "gpu_reason" in e]
-    anywhere = {e["reason"] for _, e in expectations()} | {r for g in on_gpu for r in (g if isinstance(g, list) else [g])}
+    anywhere = {e["reason"] for _, e in expectations()} | {r for _, e in expectations() for r in gpu_reasons(e)}
     wanted = {
         "known_wrong": on_cpu,
         "known_wrong_gpu": anywhere,
