@@ -5,7 +5,7 @@ import signal
 import sys
 from pathlib import Path
 
-from grader.running import ctrl_c, early_workers
+from grader.running import ctrl_c, early_workers, workdirs
 
 
 def _end_by_ctrl_c() -> None:
@@ -44,6 +44,7 @@ try:
 except KeyboardInterrupt:
     _end_by_ctrl_c()
 early_workers.close()  # those no grading took
+workdirs.wait_for_removals()  # the graded assignments' folders, removed while the results were written
 # Without the interpreter's teardown, which takes a second or two with torch and Triton loaded
 # (every file is written and closed, every child reaped and every cluster closed by now).
 sys.stdout.flush()

@@ -97,6 +97,7 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
     if not args.submission.is_dir():
         raise UsageError(f"--submission {args.submission}: no such directory")
     gpu_lock.note("grade begins")
+    report.compile_ahead()
     assignments = _assignments(args.assignment)
     device = resolve_device(args.device)
     # A folder's name is whatever the student (or their archive) called it: printed as text, not markup.
@@ -109,7 +110,8 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
         # On a GPU, every grading of the machine takes turns to time through one lock (gpu_lock.py).
         settings = Settings(device=device, progress=lambda text: status.update(text), cache=CACHE_ROOT,
                             owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments),
-                            gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None)  # fmt: skip
+                            gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None,
+                            remove_later=True)  # fmt: skip
         result = grade_submission(args.submission.resolve(), assignments, settings)
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -58,6 +59,9 @@ class Settings:
     # The precompile pass's compiling children at most (running/precompile.py); 0: no pass; None:
     # a core each but one on the GPU tier, none on the CPU tier (precompile.children_for).
     precompile: int | None = None
+    # Each assignment's scratch folder removed on a thread while the results are written (workdirs.py):
+    # `grade`'s, whose process waits for them before it ends; a batch's workers remove theirs at once.
+    remove_later: bool = False
 
 
 class AssignmentGrading:
@@ -99,11 +103,22 @@ class AssignmentGrading:
                 self.kept = compile_cache.folder_for(settings.cache, settings.owner or str(submission),
                                                      assignment.name, self.cwd)  # fmt: skip
                 self.phases.warm = compile_cache.is_warm(self.kept)
-                with self.phases.timed("caches"):
-                    self.restored = compile_cache.restore(self.kept, self.compiled)
-                    self.launcher_keys = launchers.restore(self.kept, self.compiled, self.device)
             except OSError:
                 self.kept = None  # an unwritable cache folder: this grading compiles in its own folder, as without one
+
+    def restore_caches(self) -> None:
+        """The grading's compilers' cache started from what earlier gradings of these files kept
+        (`kept`): done while its correctness child imports torch, which reads that cache only once
+        the GPU is held for it (graded), as the timing child, held until then, does too: restored
+        before the children started, FlashAttention's 266 kernels held them back by 1.0 s on an H200."""
+        if self.kept is None:
+            return
+        try:
+            with self.phases.timed("caches"):
+                self.restored = compile_cache.restore(self.kept, self.compiled)
+                self.launcher_keys = launchers.restore(self.kept, self.compiled, self.device)
+        except OSError:
+            self.kept = None  # as above: compiled again, in the grading's own folder
 
     def seed(self, part: Part, kind: str, index: int) -> int:
         return cases.seed_for(self.assignment, part, kind, index, self.settings.salt)
@@ -115,6 +130,7 @@ class AssignmentGrading:
         self.job.libraries = cuda_build.private_copies(builds, self.libraries)
         # After the builds: a child's sandbox binds the libraries they made.
         first = self.spawn_correctness(builds)
+        self.restore_caches()
         timer = self.spawn_timer(builds, held=first is not None)
         gpu_lock.note(f"{self.assignment.name} children started")
         try:
@@ -328,22 +344,31 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
     try:
         return grading.run(), grading.phases
     finally:
-        grading.scratch.remove()  # outputs of large cases weigh gigabytes
-        kept_file.close_under(grading.workdir)  # and so do a timing child's kept outputs
-        gpu_lock.note(f"{assignment.name} folder removed")
+        # Outputs of large cases weigh gigabytes, and so do a timing child's kept outputs (every
+        # child of the grading has ended).
+        def removed() -> None:
+            kept_file.close_under(grading.workdir)
+            gpu_lock.note(f"{assignment.name} folder removed")
+
+        grading.scratch.remove(later=settings.remove_later, then=removed)
 
 
 def grade_submission(submission: Path, assignments: list[Assignment], settings: Settings) -> Grade:
     """Every assignment of one submission: on a GPU with `settings.parallel` > 1, several at once
     (overlap.py), else one after another. The report lists them in the order given."""
     started = time.monotonic()
-    if settings.parallel > 1 and settings.device == "cuda" and len(assignments) > 1:
-        graded = overlap.grade_side_by_side(submission, assignments, settings, overlap.smallest_gpu_gib(),
-                                            grade_assignment, settings.progress)  # fmt: skip
-    else:
-        graded = {a.name: grade_assignment(a, submission, settings) for a in assignments}
+    # What the report says of the machine, worked out while the assignments are graded: on a GPU it
+    # asks CUDA for the device's properties, whose start in this process had taken about 0.4 s
+    # after the last verdict of a warm grade on an H200.
+    with ThreadPoolExecutor(1, thread_name_prefix="describe") as ahead:
+        described = ahead.submit(describe, settings.device, salted=bool(settings.salt), sandboxed=settings.sandbox,
+                                 witness=settings.witness)  # fmt: skip
+        if settings.parallel > 1 and settings.device == "cuda" and len(assignments) > 1:
+            graded = overlap.grade_side_by_side(submission, assignments, settings, overlap.smallest_gpu_gib(),
+                                                grade_assignment, settings.progress)  # fmt: skip
+        else:
+            graded = {a.name: grade_assignment(a, submission, settings) for a in assignments}
+        environment = described.result()
     tests = [test for a in assignments for test in graded[a.name][0]]
-    environment = describe(settings.device, salted=bool(settings.salt), sandboxed=settings.sandbox,
-                           witness=settings.witness)  # fmt: skip
     environment["phases"] = "; ".join(f"{a.name}: {graded[a.name][1].line()}" for a in assignments)
     return Grade(str(submission), tests, environment, time.monotonic() - started)

@@ -319,3 +319,56 @@ def test_the_harness_accounts_for_its_repetitions_by_what_they_did(monkeypatch):
     assert set(m.harness_s) == {"inputs", "calls", "checks"}
     assert m.harness_s["inputs"] >= REPS * 0.01, "each repetition's inputs, and not the warm-up's"
     assert m.harness_s["inputs"] > m.harness_s["calls"] + m.harness_s["checks"] > 0
+
+
+def _scripted_settle(monkeypatch, batch_ms) -> tuple[float, list]:
+    """settle() against a scripted GPU: batch k takes batch_ms(k) ms of GPU time, and the host's
+    clock advances by as much. Gives the seconds settle() said and the batches it ran."""
+    clock, batches = [0.0], []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.at = 0.0
+
+    def record(event, stream=None):
+        event.at = clock[0]
+
+    def batch(flush):
+        clock[0] += batch_ms(len(batches)) / 1e3
+        batches.append(batch_ms(len(batches)))
+
+    monkeypatch.setattr(timing, "_Event", Event)
+    monkeypatch.setattr(timing, "_record", record)
+    monkeypatch.setattr(timing, "_event_synchronize", lambda event: None)
+    monkeypatch.setattr(timing, "_elapsed_ms", lambda start, end: (end.at - start.at) * 1e3)
+    monkeypatch.setattr(timing, "_perf_counter", lambda: clock[0])
+    monkeypatch.setattr(timing, "_synchronize", lambda: None)
+    monkeypatch.setattr(timing, "settle_batch", batch)
+    return timing.settle(torch.zeros(4)), batches
+
+
+def test_a_gpu_already_up_to_speed_settles_for_the_least_time_only(monkeypatch):
+    spent, batches = _scripted_settle(monkeypatch, lambda k: 0.6)
+    assert timing.SETTLE_MIN_S <= spent < timing.SETTLE_MIN_S + 0.001, spent
+    assert len(batches) == pytest.approx(timing.SETTLE_MIN_S / 0.6e-3, abs=1)
+
+
+def test_a_gpu_whose_clocks_rise_settles_until_its_batches_stop_getting_faster(monkeypatch):
+    """Batches twice as slow at first, coming down to speed over about 120 ms (200 batches): the
+    settle goes on past its least time, and stops only once they are within 2% of full speed."""
+    ramp = lambda k: 0.6 * (2.0 - min(k, 200) / 200)  # noqa: E731
+    spent, batches = _scripted_settle(monkeypatch, ramp)
+    assert timing.SETTLE_MIN_S < spent < timing.SETTLE_S, spent
+    assert batches[-1] < 0.6 * 1.02, f"the settle stopped while a batch took {batches[-1]:.3f} ms, not 0.6"
+
+
+def test_a_noisy_gpu_at_speed_settles_for_the_least_time(monkeypatch):
+    spent, _ = _scripted_settle(monkeypatch, lambda k: 0.6 * (1.0 + 0.05 * (k % 3 == 0)))
+    assert timing.SETTLE_MIN_S <= spent < timing.SETTLE_MIN_S + 0.001, spent
+
+
+def test_a_gpu_still_speeding_up_is_settled_for_the_most_time_then_timed(monkeypatch):
+    """Coming down to speed over about 0.45 s (500 batches), every window of batches 1.6% or more
+    faster than the one before: never steady, while the settle lasts."""
+    spent, _ = _scripted_settle(monkeypatch, lambda k: 0.6 * (2.0 - min(k, 500) / 500))
+    assert timing.SETTLE_S <= spent < timing.SETTLE_S + 0.002, spent

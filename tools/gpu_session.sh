@@ -30,6 +30,8 @@
 #                      under py-spy (PYSPY=path, or a py_spy wheel in .gpu-carry/), every child sampled, waits
 #                      included: $OUT/spy-NAME-....txt.gz ('+' made '-': the device tool sends back plain names) and
 #                      tools/spy_summary.py's reading of the timing children
+#   clock-ramp         tools/clock_ramp.py: how long the GPU takes to come up to speed after idling, and what the
+#                      timing child's settle does then, as $OUT/clock-ramp.json
 #   kept-transport     tools/kept_transport.py: 2.5 GB of kept outputs from a child to the parent through the channel's
 #                      pipe and through the kept outputs' memory file, each way twice, as $OUT/kept-transport.json
 #   keep-steady        every steady-grade/ grading's results.json, wall.json and began.json, as $OUT/steady-grade.tgz (for
@@ -127,6 +129,7 @@ os._exit(0)" "${step#profile-}" "$OUT/${step}.txt" > "$OUT/${step}.log" 2>&1; ta
              $PY -m grader grade --submission solutions "${picks[@]}" --device cuda --json "$OUT/$tag.json" \
              --html /dev/null 2>&1 | tail -n 4
            $PY tools/spy_summary.py "$OUT/$tag.txt" | tee "$OUT/$tag.summary"; gzip -f "$OUT/$tag.txt" ;;
+    clock-ramp) $PY tools/clock_ramp.py --json "$OUT/clock-ramp.json" 2>&1 | tail -n 8 ;;
     kept-transport) $PY tools/kept_transport.py --gib 2.5 --json "$OUT/kept-transport.json" 2>&1 | tail -n 12 ;;
     keep-steady) tar czf "$OUT/steady-grade.tgz" steady-grade/*/results.json steady-grade/*/wall.json steady-grade/*/began.json ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;

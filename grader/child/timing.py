@@ -55,7 +55,11 @@ from grader.judging import steadiness
 from grader.assignment.spec import Performance, Tolerance
 
 SPIN_CYCLES = 1_000_000  # about half a millisecond of GPU clock: longer than most launches (where no gate holds)
-SETTLE_S = 0.25  # of busy GPU before a process's first benchmark: an idle GPU's clocks rise meanwhile
+SETTLE_S = 0.25  # of busy GPU at most before a process's first benchmark: an idle GPU's clocks rise meanwhile
+SETTLE_MIN_S = 0.05  # at least: a GPU already up to speed (the timed phase before just ended) settles this long
+# Settled: the last SETTLED_BATCHES batches of the settle's work (about 10 ms on an H200) were, on
+# average, no more than SETTLED_SPREAD faster than the batches before them.
+SETTLED_BATCHES, SETTLED_SPREAD = 16, 0.01
 ROUND_ATTEMPTS = 3  # a round whose samples cannot grade (steadiness.py) is taken again, twice at most
 CHECK_SLACK = 4.0  # the timed-call check compares two roundings of the answer: each may use the tolerance
 
@@ -257,15 +261,42 @@ def _steady_round(m: Measured, call, student, baseline, make_inputs, perf, toler
             settle(flush)
 
 
-def settle(flush: torch.Tensor) -> None:
-    """Keep the GPU busy for SETTLE_S (reading the flush buffer, waiting on the GPU's clock), so a
-    GPU that idled has raised its clocks before anything is timed."""
+def settle(flush: torch.Tensor) -> float:
+    """Keep the GPU busy (reading the flush buffer, waiting on the GPU's clock) until it is up to
+    speed, so a GPU that idled has raised its clocks before anything is timed: for SETTLE_MIN_S at
+    least, then until its batches of that work, each timed with events, stop getting faster
+    (`_steady`); SETTLE_S at most. A batch's wait is counted in the GPU's clock cycles, so it takes
+    longer while the clocks are low (tools/clock_ramp.py measures the ramp). Gives its seconds."""
     began = _perf_counter()
-    while _perf_counter() - began < SETTLE_S:
-        for _ in range(8):
-            flush.sum()
-            _spin(SPIN_CYCLES // 10)
-        _synchronize()
+    batches: list[float] = []
+    while True:
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _record(start)
+        settle_batch(flush)
+        _record(end)
+        _event_synchronize(end)
+        batches.append(_elapsed_ms(start, end))
+        spent = _perf_counter() - began
+        if spent >= SETTLE_S or (spent >= SETTLE_MIN_S and _steady(batches)):
+            _synchronize()
+            return spent
+
+
+def _steady(batches: list[float]) -> bool:
+    """The last SETTLED_BATCHES batches were, on average, at most SETTLED_SPREAD faster than those
+    before them: a window, not the last few, so a slow rise of the clocks is not taken for a plateau."""
+    if len(batches) < 2 * SETTLED_BATCHES:
+        return False
+    last = sum(batches[-SETTLED_BATCHES:])
+    before = sum(batches[-2 * SETTLED_BATCHES:-SETTLED_BATCHES])
+    return last >= (1 - SETTLED_SPREAD) * before
+
+
+def settle_batch(flush: torch.Tensor) -> None:
+    """One batch of the settle's work (about 0.6 ms on an H200 at speed)."""
+    for _ in range(8):
+        flush.sum()
+        _spin(SPIN_CYCLES // 10)
 
 
 # This process's one gate (about 0.4 s on an H200, its launcher's gcc mostly): made in the timing

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,16 @@ def templates() -> Environment:
     env.filters["status"] = status_of
     env.filters["possible"] = possible
     return env
+
+
+def compile_ahead() -> threading.Thread:
+    """The report's template compiled on a thread while the grading runs: 0.13 s of Jinja2's
+    parsing and code generation on the 2-core machine, otherwise between the last verdict and
+    the report on disk."""
+    thread = threading.Thread(target=templates().get_template, args=("report.html.j2",), daemon=True,
+                              name="report template")  # fmt: skip
+    thread.start()
+    return thread
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,9 @@ def end_quickly() -> None:
 
 
 def _exit_now() -> None:
+    from grader.running import workdirs
+
+    workdirs.wait_for_removals()  # the folders of the assignments it graded (grading.Settings.remove_later)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -7,6 +7,12 @@ its nanny when a TA's Ctrl-C stops a batch. So each folder carries a lock its gr
 as long as it lives (`flock`: the kernel lets go of it when the process dies, however it dies),
 and each new grading removes the folders whose lock nobody holds.
 
+A grading's results do not wait for its folder to go: `remove(later=True)` deletes it on a thread
+of its own (FlashAttention's 0.35 s and softmax's 0.6 s came after the last judging of a warm GPU
+grade, on an H200), holding the lock until it is gone; `wait_for_removals` joins them, and every
+way out of a grading process that skips the interpreter's end (os._exit) calls it first. A process
+killed meanwhile leaves a folder whose lock nobody holds: the next grading's sweep removes it.
+
 Why a lock and not the owner's PID: a PID may be reused by an unrelated process, and a grader
 in a container that shares the temporary directory sees other PIDs, or none.
 """
@@ -17,10 +23,13 @@ import fcntl
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
+from typing import Callable
 
 PREFIX = "grade-"
 LOCK = ".held"  # the lock file inside each folder
+_removals: list[threading.Thread] = []  # folders being removed on threads of their own (`remove(later=True)`)
 
 
 class Workdir:
@@ -35,9 +44,28 @@ class Workdir:
         fcntl.flock(self._held, fcntl.LOCK_EX)
         partial.rename(self.path / LOCK)
 
-    def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-        os.close(self._held)
+    def remove(self, later: bool = False, then: Callable[[], None] = lambda: None) -> None:
+        """Delete the folder, and then call `then`: now, or on a thread of its own (`later`)."""
+        if not later:
+            self._remove(then)
+            return
+        # Not a daemon: an interpreter that ends normally waits for it too.
+        thread = threading.Thread(target=self._remove, args=(then,), name=f"remove {self.path.name}")
+        thread.start()
+        _removals[:] = [t for t in _removals if t.is_alive()] + [thread]
+
+    def _remove(self, then: Callable[[], None]) -> None:
+        try:
+            shutil.rmtree(self.path, ignore_errors=True)
+            then()
+        finally:
+            os.close(self._held)
+
+
+def wait_for_removals() -> None:
+    """Every folder that `remove(later=True)` began to remove is gone."""
+    while _removals:
+        _removals.pop().join()
 
 
 def sweep(root: Path | None = None) -> list[Path]:

@@ -1,0 +1,98 @@
+"""How long an idle GPU takes to come up to speed: the figures behind the timing child's settle.
+
+    python tools/clock_ramp.py [--idle 0.05 0.3 1 3] [--window-ms 400] [--json ramp.json]
+
+For each idle time: the GPU is kept busy for a second, left idle that long, then given the settle's
+own work (grader/child/timing.py `settle`: reads of the L2 flush buffer and short busy waits) in
+batches, each timed with CUDA events, for --window-ms. A batch's time falls while the clocks rise;
+the tool prints each idle time's batches and when they came within 2% of the last tenth's median
+(the speed the GPU settled at). Then the same idle again, followed by the settle itself: how long
+it took, and how far the batches right after it were from that settled speed (the settle's rule
+checked against the real ramp: a settle that stopped early shows here as slower batches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from grader.child import timing  # noqa: E402
+
+
+def ramp(flush: torch.Tensor, idle_s: float, window_ms: float) -> list[tuple[float, float]]:
+    """(ms since the work began, the batch's ms) for each batch after `idle_s` of idling."""
+    timing.settle(flush)
+    timing.settle(flush)
+    time.sleep(idle_s)
+    began = time.perf_counter()
+    found = []
+    while (time.perf_counter() - began) * 1e3 < window_ms:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        timing.settle_batch(flush)
+        end.record()
+        end.synchronize()
+        found.append(((time.perf_counter() - began) * 1e3, start.elapsed_time(end)))
+    return found
+
+
+def settled_at(batches: list[tuple[float, float]], within: float = 0.02) -> float:
+    """The ms from which every batch is within `within` of the last tenth's median."""
+    tail = statistics.median(ms for _, ms in batches[-max(1, len(batches) // 10):])
+    at = 0.0
+    for when, ms in batches:
+        if abs(ms - tail) > within * tail:
+            at = when
+    return at
+
+
+def after_settle(flush: torch.Tensor, idle_s: float) -> tuple[float, float]:
+    """The settle's seconds after `idle_s` of idling, and the median ms of 5 batches right after it."""
+    timing.settle(flush)
+    timing.settle(flush)
+    time.sleep(idle_s)
+    spent = timing.settle(flush)
+    after = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        timing.settle_batch(flush)
+        end.record()
+        end.synchronize()
+        after.append(start.elapsed_time(end))
+    return spent, statistics.median(after)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--idle", type=float, nargs="+", default=[0.05, 0.3, 1.0, 3.0])
+    parser.add_argument("--window-ms", type=float, default=400.0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    flush = timing.l2_flush_buffer(torch.device("cuda"))
+    found = {}
+    for idle in args.idle:
+        batches = ramp(flush, idle, args.window_ms)
+        speed = statistics.median(ms for _, ms in batches[-max(1, len(batches) // 10):])
+        spent, after = after_settle(flush, idle)
+        found[str(idle)] = {"batches": batches, "settled_from_ms": settled_at(batches), "batch_ms": speed,
+                            "settle_s": spent, "after_settle_ms": after, "after_vs_settled": after / speed - 1}
+        shown = " ".join(f"{ms:.3f}" for _, ms in batches[:12])
+        print(f"idle {idle:5.2f} s: {len(batches)} batches, first {shown} ...; within 2% of {speed:.3f} ms from "
+              f"{found[str(idle)]['settled_from_ms']:.0f} ms; the settle took {spent * 1e3:.0f} ms, the batches "
+              f"after it {after:.3f} ms ({after / speed - 1:+.1%})")
+    if args.json:
+        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "idle": found}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
