@@ -115,6 +115,7 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
         result = grade_submission(args.submission.resolve(), assignments, settings)
     # The results first: whatever the terminal makes of the student's text, the grade is on disk.
     write_json(result, args.json)
+    gpu_lock.note("results written")
     report.write_html(result, args.html)
     gpu_lock.note("results and report written")
     terminal.print_table(result, console)

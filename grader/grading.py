@@ -369,6 +369,7 @@ def grade_submission(submission: Path, assignments: list[Assignment], settings: 
         else:
             graded = {a.name: grade_assignment(a, submission, settings) for a in assignments}
         environment = described.result()
+    gpu_lock.note("machine described")
     tests = [test for a in assignments for test in graded[a.name][0]]
     environment["phases"] = "; ".join(f"{a.name}: {graded[a.name][1].line()}" for a in assignments)
     return Grade(str(submission), tests, environment, time.monotonic() - started)
