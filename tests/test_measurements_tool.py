@@ -16,6 +16,7 @@ from grader.reporting.results_json import gradescope
 from grader.running.orphans import children
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
+import clock_ramp  # noqa: E402
 import hold_timeline  # noqa: E402
 import measurements  # noqa: E402
 import spy_summary  # noqa: E402
@@ -147,3 +148,17 @@ def test_a_gradings_timeline_is_read_from_the_locks_own_hold_log(tmp_path, monke
     assert 0 <= found["first_hold_s"] < found["first_timed_s"] < 5
     assert 0.09 <= found["timed_s"] < 1 and 0.04 <= found["sendings_s"] < 1, found
     assert "vector_add cases judged" in hold_timeline.render(held)
+
+
+def test_the_clock_ramps_figures_become_the_table(tmp_path):
+    """tools/clock_ramp.py's JSON, as measurements.py clock-ramp reads it: a row per idle time."""
+    batches = [[0.5 * k, 2.0 if k == 0 else 1.875] for k in range(40)]
+    figures = {"device": "NVIDIA H200", "torch": "2.11.0+cu130",
+               "idle": {"0.3": {"batches": batches, "settled_from_ms": 0.0, "batch_ms": 1.875, "settle_s": 0.062,
+                                "after_settle_ms": 1.876, "after_vs_settled": 0.0005}}}  # fmt: skip
+    path = tmp_path / "clock-ramp.json"
+    path.write_text(json.dumps(figures))
+    record = measurements.clock_ramp(path, "580.159.04")
+    assert record["measured"]["machine"] == "NVIDIA H200" and record["measured"]["torch"] == "2.11.0+cu130"
+    assert record["rows"] == [["0.3 s", "2.000 / 1.875 / 1.875", "1.875 ms", "62 ms", "1.876 ms (+0.1%)"]]
+    assert clock_ramp.settled_at([(0.0, 2.0), (1.0, 1.95), (2.0, 1.89), (3.0, 1.875)]) == 1.0, "1.95 is 4% off, 1.89 within 2%"

@@ -90,7 +90,8 @@ def main() -> int:
               f"{found[str(idle)]['settled_from_ms']:.0f} ms; the settle took {spent * 1e3:.0f} ms, the batches "
               f"after it {after:.3f} ms ({after / speed - 1:+.1%})")
     if args.json:
-        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "idle": found}, indent=1))
+        figures = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "idle": found}
+        args.json.write_text(json.dumps(figures, indent=1))
     return 0
 
 

@@ -17,6 +17,7 @@ and the page is rendered again: the table is replaced, nothing is appended. Hist
     .venv/bin/python tools/measurements.py steady-grade steady.json alone-1/results.json [--note TEXT]
     .venv/bin/python tools/measurements.py phases cold=alone-1/results.json warm=alone-2/results.json ...
     .venv/bin/python tools/measurements.py service-pages pages.json --condition idle
+    .venv/bin/python tools/measurements.py clock-ramp clock-ramp.json        # tools/clock_ramp.py's
     .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
 
 `warm-parity` and `batch-parity` read the `--json` of tools/warm_parity.py and tools/batch_parity.py.
@@ -130,6 +131,12 @@ def provenance(results: dict, driver: str | None) -> dict:
     return {"date": datetime.date.today().isoformat(), "machine": env.get("gpu") or env.get("platform", "-"),
             "driver": _driver(driver), "torch": env.get("torch_version", "-"), "triton": env.get("triton_version", "-"),
             "commit": _commit()}  # fmt: skip
+
+
+def figures_measured(figures: dict, driver: str | None) -> dict:
+    """Where a GPU tool's figures (a JSON naming its `device` and `torch`) were measured: today, HEAD."""
+    return {"date": datetime.date.today().isoformat(), "machine": figures.get("device", "-"), "driver": _driver(driver),
+            "torch": figures.get("torch", "-"), "triton": _pinned_triton(), "commit": _commit()}  # fmt: skip
 
 
 def solutions_speed(results_path: Path, driver: str | None) -> dict:
@@ -265,9 +272,7 @@ def kept_transport(figures_path: Path, driver: str | None) -> dict:
                      "the GPU is shared. Load: the parent's, onto its GPU, as judging reads them. Re-measure: "
                      "`tools/gpu_session.sh kept-transport`, then `tools/measurements.py kept-transport "
                      "kept-transport.json`.",
-            "measured": {"date": datetime.date.today().isoformat(), "machine": figures.get("device", "-"),
-                         "driver": _driver(driver), "torch": figures.get("torch", "-"), "triton": _pinned_triton(),
-                         "commit": _commit()},
+            "measured": figures_measured(figures, driver),
             "columns": ["way", "bytes", "after its last benchmark", "at its start", "the copy", "fingerprints",
                         "the parent's load", "fingerprints match"],
             "rows": rows}  # fmt: skip
@@ -293,6 +298,29 @@ def service_pages(figures_path: Path, condition: str, note: str | None) -> dict:
     if note:
         record["notes"] = note
     return record
+
+
+def clock_ramp(figures_path: Path, driver: str | None) -> dict:
+    """tools/clock_ramp.py's figures: how an idle GPU comes up to speed, and what the settle did."""
+    figures = json.loads(figures_path.read_text())
+    rows = []
+    for idle, found in figures["idle"].items():
+        first = [f"{ms:.3f}" for _, ms in found["batches"][:3]]
+        rows.append([f"{float(idle):g} s", " / ".join(first), f"{found['batch_ms']:.3f} ms",
+                     f"{found['settle_s'] * 1e3:.0f} ms",
+                     f"{found['after_settle_ms']:.3f} ms ({found['after_vs_settled']:+.1%})"])  # fmt: skip
+    return {"name": "clock-ramp", "order": 21, "title": "How long an idle GPU takes to come up to speed",
+            "about": "`tools/clock_ramp.py`: the GPU busy for a second, then idle for the time shown, then given the "
+                     "timing child's settle work (grader/child/timing.py `settle`: reads of the L2 flush buffer and "
+                     "waits counted in the GPU's clock cycles) in batches timed with CUDA events: the first three "
+                     "batches, and the speed the GPU settled at (the median of the last tenth of 0.4 s of batches). "
+                     "Then the same idle again, followed by the settle itself: how long it took (at least 50 ms, "
+                     "until a window of batches is no faster than the one before, at most 250 ms), and the batches "
+                     "right after it. Re-measure: `tools/gpu_session.sh clock-ramp`, then `tools/measurements.py "
+                     "clock-ramp clock-ramp.json`.",
+            "measured": figures_measured(figures, driver),
+            "columns": ["idle", "first batches (ms)", "at speed", "the settle took", "batches after it"],
+            "rows": rows}  # fmt: skip
 
 
 PHASES = ("precompile", "correctness", "timing", "shown", "waiting", "judging", "sizing", "caches")
@@ -513,7 +541,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
                                          "report-speed", "suite", "profile", "corpus", "steady-grade", "phases", "service-pages",
-                                         "class-grade", "service-load", "kept-transport"))  # fmt: skip
+                                         "class-grade", "service-load", "kept-transport", "clock-ramp"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
     parser.add_argument("--name", default="class-of-20-vector_add", help="batch-parity: the table's name")
@@ -545,6 +573,7 @@ def main() -> int:
         "service-pages": lambda: service_pages(args.inputs[0], args.condition or "idle", args.note),
         "service-load": lambda: service_load(args.inputs[0], args.inputs[1], args.driver, args.note),
         "kept-transport": lambda: kept_transport(args.inputs[0], args.driver),
+        "clock-ramp": lambda: clock_ramp(args.inputs[0], args.driver),
         "suite": lambda: suite_record(suite(args.condition or "idle", args.busy, args.without_bwrap, args.home)),
     }
     record = makers[args.what]()

@@ -8,7 +8,7 @@ as long as it lives (`flock`: the kernel lets go of it when the process dies, ho
 and each new grading removes the folders whose lock nobody holds.
 
 A grading's results do not wait for its folder to go: `remove(later=True)` deletes it on a thread
-of its own (FlashAttention's 0.35 s and softmax's 0.6 s came after the last judging of a warm GPU
+of its own (the largest assignments' took 0.35 s and 0.6 s after the last judging of a warm GPU
 grade, on an H200), holding the lock until it is gone; `wait_for_removals` joins them, and every
 way out of a grading process that skips the interpreter's end (os._exit) calls it first. A process
 killed meanwhile leaves a folder whose lock nobody holds: the next grading's sweep removes it.
