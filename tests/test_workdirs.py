@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import sys
 import time
 from pathlib import Path
@@ -77,3 +78,29 @@ def test_a_grading_killed_mid_run_leaves_a_folder_that_the_next_grading_removes(
     subprocess.run(grading("next"), cwd=REPO_ROOT, env=env, capture_output=True, check=True, timeout=600)
     assert (tmp_path / "next.json").is_file()
     assert not list(tmp.glob("grade-*")), "the killed grading's folder, or the next one's, is still there"
+
+
+def test_a_folder_removed_later_is_gone_once_the_removals_are_waited_for(tmp_path, monkeypatch):
+    """`remove(later=True)` returns before the folder is gone (a grade's results do not wait for it),
+    keeps it locked against other gradings' sweeps while it goes, and `wait_for_removals` returns
+    once it is gone and its `then` has run."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(workdirs.tempfile, "tempdir", None)
+    folder = workdirs.Workdir("later")
+    (folder.path / "outputs").mkdir()
+    (folder.path / "outputs" / "case-0.pt").write_bytes(b"x" * 4096)
+    release, rmtree = threading.Event(), workdirs.shutil.rmtree
+
+    def held_back(path, **kwargs):
+        if Path(path) == folder.path:
+            release.wait(60)  # the removal's thread, at work on the folder
+        rmtree(path, **kwargs)
+
+    monkeypatch.setattr(workdirs.shutil, "rmtree", held_back)
+    called = []
+    folder.remove(later=True, then=lambda: called.append(True))
+    assert folder.path.is_dir() and not called, "the removal did not wait on its thread"
+    assert workdirs.sweep(tmp_path) == [] and folder.path.is_dir(), "a sweep took a folder still being removed"
+    release.set()
+    workdirs.wait_for_removals()
+    assert called and not folder.path.exists()
