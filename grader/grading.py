@@ -357,9 +357,9 @@ def grade_submission(submission: Path, assignments: list[Assignment], settings: 
     """Every assignment of one submission: on a GPU with `settings.parallel` > 1, several at once
     (overlap.py), else one after another. The report lists them in the order given."""
     started = time.monotonic()
-    # What the report says of the machine, worked out while the assignments are graded: on a GPU it
-    # asks CUDA for the device's properties, whose start in this process had taken about 0.4 s
-    # after the last verdict of a warm grade on an H200.
+    # What the report says of the machine, worked out while the assignments are graded and not after
+    # the last verdict: on a GPU it asks CUDA for the device's properties, which starts CUDA's
+    # driver in this process (the side-by-side workers judge; this one may not have touched it).
     with ThreadPoolExecutor(1, thread_name_prefix="describe") as ahead:
         described = ahead.submit(describe, settings.device, salted=bool(settings.salt), sandboxed=settings.sandbox,
                                  witness=settings.witness)  # fmt: skip
