@@ -326,21 +326,11 @@ def _scripted_settle(monkeypatch, batch_ms) -> tuple[float, list]:
     clock advances by as much. Gives the seconds settle() said and the batches it ran."""
     clock, batches = [0.0], []
 
-    class Event:
-        def __init__(self, enable_timing=False):
-            self.at = 0.0
-
-    def record(event, stream=None):
-        event.at = clock[0]
-
-    def batch(flush):
-        clock[0] += batch_ms(len(batches)) / 1e3
+    def batch(flush) -> float:
         batches.append(batch_ms(len(batches)))
+        clock[0] += batches[-1] / 1e3
+        return batches[-1]
 
-    monkeypatch.setattr(timing, "_Event", Event)
-    monkeypatch.setattr(timing, "_record", record)
-    monkeypatch.setattr(timing, "_event_synchronize", lambda event: None)
-    monkeypatch.setattr(timing, "_elapsed_ms", lambda start, end: (end.at - start.at) * 1e3)
     monkeypatch.setattr(timing, "_perf_counter", lambda: clock[0])
     monkeypatch.setattr(timing, "_synchronize", lambda: None)
     monkeypatch.setattr(timing, "settle_batch", batch)

@@ -27,27 +27,32 @@ import torch  # noqa: E402
 from grader.child import timing  # noqa: E402
 
 
-def ramp(flush: torch.Tensor, idle_s: float, window_ms: float) -> list[tuple[float, float]]:
-    """(ms since the work began, the batch's ms) for each batch after `idle_s` of idling."""
+def idled(flush: torch.Tensor, idle_s: float) -> None:
+    """The GPU up to speed, then left idle for `idle_s`."""
     timing.settle(flush)
     timing.settle(flush)
     time.sleep(idle_s)
+
+
+def ramp(flush: torch.Tensor, idle_s: float, window_ms: float) -> list[tuple[float, float]]:
+    """(ms since the work began, the batch's ms) for each batch after `idle_s` of idling."""
+    idled(flush, idle_s)
     began = time.perf_counter()
     found = []
     while (time.perf_counter() - began) * 1e3 < window_ms:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        timing.settle_batch(flush)
-        end.record()
-        end.synchronize()
-        found.append(((time.perf_counter() - began) * 1e3, start.elapsed_time(end)))
+        ms = timing.settle_batch(flush)
+        found.append(((time.perf_counter() - began) * 1e3, ms))
     return found
 
 
+def at_speed(batches: list[tuple[float, float]]) -> float:
+    """The speed the GPU settled at: the median ms of the last tenth of the batches."""
+    return statistics.median(ms for _, ms in batches[-max(1, len(batches) // 10):])
+
+
 def settled_at(batches: list[tuple[float, float]], within: float = 0.02) -> float:
-    """The ms from which every batch is within `within` of the last tenth's median."""
-    tail = statistics.median(ms for _, ms in batches[-max(1, len(batches) // 10):])
-    at = 0.0
+    """The ms from which every batch is within `within` of the speed settled at."""
+    tail, at = at_speed(batches), 0.0
     for when, ms in batches:
         if abs(ms - tail) > within * tail:
             at = when
@@ -56,19 +61,9 @@ def settled_at(batches: list[tuple[float, float]], within: float = 0.02) -> floa
 
 def after_settle(flush: torch.Tensor, idle_s: float) -> tuple[float, float]:
     """The settle's seconds after `idle_s` of idling, and the median ms of 5 batches right after it."""
-    timing.settle(flush)
-    timing.settle(flush)
-    time.sleep(idle_s)
+    idled(flush, idle_s)
     spent = timing.settle(flush)
-    after = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        timing.settle_batch(flush)
-        end.record()
-        end.synchronize()
-        after.append(start.elapsed_time(end))
-    return spent, statistics.median(after)
+    return spent, statistics.median(timing.settle_batch(flush) for _ in range(5))
 
 
 def main() -> int:
@@ -81,7 +76,7 @@ def main() -> int:
     found = {}
     for idle in args.idle:
         batches = ramp(flush, idle, args.window_ms)
-        speed = statistics.median(ms for _, ms in batches[-max(1, len(batches) // 10):])
+        speed = at_speed(batches)
         spent, after = after_settle(flush, idle)
         found[str(idle)] = {"batches": batches, "settled_from_ms": settled_at(batches), "batch_ms": speed,
                             "settle_s": spent, "after_settle_ms": after, "after_vs_settled": after / speed - 1}
