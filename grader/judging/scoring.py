@@ -72,10 +72,12 @@ def performance_tests(assignment: str, part: Part, device: str, verdicts: list[V
 
 def timed(verdict: Verdict, result: TaskResult) -> Verdict:
     """A case's or benchmark's verdict with the seconds its task took in the child (`seconds` in its
-    metrics): the first case of a part also pays for importing the file and compiling its kernels."""
+    metrics): the first case of a part also pays for importing the file and compiling its kernels.
+    In milliseconds' precision: rounded to hundredths, a case of the CPU tier's that took 4 ms on a
+    busy 2-core machine said it took none (0.0)."""
     if not result.seconds:
         return verdict
-    return dataclasses.replace(verdict, metrics={**verdict.metrics, "seconds": round(result.seconds, 2)})
+    return dataclasses.replace(verdict, metrics={**verdict.metrics, "seconds": round(result.seconds, 3)})
 
 
 def with_kernels(verdict: Verdict, result: TaskResult, part: Part) -> Verdict:
