@@ -7,7 +7,8 @@
 #   grade-all          grade solutions/ for every assignment at once (side by side), the same way
 #   "pytest ARGS..."   .venv/bin/python -m pytest -m gpu ARGS (one quoted word)
 #   "beside ARGS..."   the same pytest, with a grading of solutions/ gelu and softmax running beside it
-#   steady-alone-N[-K] tools/steady_grade.py alone --runs N (numbered from K): solutions/ graded N times
+#   steady-alone-N[-K] tools/steady_grade.py alone --runs N (numbered from K): solutions/ graded N times (with
+#                      with-STEADY_REPO=DIR before it: that checkout's, to compare two commits in one call)
 #   steady-together    tools/steady_grade.py together: 3 rounds of 4 gradings of gelu + softmax at once,
 #                      half the cores spinning
 #   steady-beside[-N]  tools/steady_grade.py beside: gelu + softmax graded again and again while flash_attention
@@ -34,6 +35,8 @@
 #                      timing child's settle does then, as $OUT/clock-ramp.json
 #   kept-transport     tools/kept_transport.py: 2.5 GB of kept outputs from a child to the parent through the channel's
 #                      pipe and through the kept outputs' memory file, each way twice, as $OUT/kept-transport.json
+#   with-VAR=VALUE     export VAR=VALUE for the steps after it (without-VAR: unset it), e.g. with-OMP_NUM_THREADS=1
+#   sampler-on/-off    tools/load_sampler.py records the cores' and the GPU's load between the two, as $OUT/load.jsonl
 #   keep-steady        every steady-grade/ grading's results.json, wall.json and began.json, as $OUT/steady-grade.tgz (for
 #                      `tools/measurements.py phases`: the device sends back 8 files at most)
 #   steady-compare     tools/steady_grade.py compare, its JSON kept as $OUT/steady.json (each grading's figures
@@ -82,7 +85,10 @@ for step in "$@"; do
                   grep -E "passed|failed|FAILED|ERROR|Error|assert" | tail -n 40
                 wait; tail -n 3 steady-grade/beside/grade.log ;;
     steady-alone-*) runs=${step#steady-alone-}; first=1; [[ $runs == *-* ]] && { first=${runs#*-}; runs=${runs%-*}; }
-                $PY tools/steady_grade.py alone --runs "$runs" --first "$first" --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
+                # STEADY_REPO=another checkout (a commit to compare with, in the same call): its own steady_grade.py
+                # grades its own solutions/ with its own grader, into this checkout's steady-grade/.
+                $PY "${STEADY_REPO:-.}/tools/steady_grade.py" alone --runs "$runs" --first "$first" --report "$OUT" \
+                  --dir "$PWD/steady-grade" 2>&1 | tee -a "$OUT/steady.log" ;;
     steady-together) $PY tools/steady_grade.py together --rounds 3 --gradings 4 --assignment gelu --assignment softmax \
                        --busy 0.5 --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
     steady-beside*) nice=${step#steady-beside}
@@ -131,6 +137,10 @@ os._exit(0)" "${step#profile-}" "$OUT/${step}.txt" > "$OUT/${step}.log" 2>&1; ta
            $PY tools/spy_summary.py "$OUT/$tag.txt" | tee "$OUT/$tag.summary"; gzip -f "$OUT/$tag.txt" ;;
     clock-ramp) $PY tools/clock_ramp.py --json "$OUT/clock-ramp.json" 2>&1 | tail -n 8 ;;
     kept-transport) $PY tools/kept_transport.py --gib 2.5 --json "$OUT/kept-transport.json" 2>&1 | tail -n 12 ;;
+    with-*=*) spec=${step#with-}; export "${spec%%=*}=${spec#*=}"; echo "$step" | tee -a "$OUT/steady.log" ;;
+    without-*) unset "${step#without-}"; echo "$step" | tee -a "$OUT/steady.log" ;;
+    sampler-on) $PY tools/load_sampler.py record --out "$OUT/load.jsonl" & echo $! > /tmp/load-sampler.pid ;;
+    sampler-off) kill "$(cat /tmp/load-sampler.pid)" 2>/dev/null; sleep 0.3 ;;
     keep-steady) tar czf "$OUT/steady-grade.tgz" steady-grade/*/results.json steady-grade/*/wall.json steady-grade/*/began.json ;;
     steady-compare) $PY tools/steady_grade.py compare --json "$OUT/steady.json" 2>&1 | tee -a "$OUT/steady.log" ;;
     *) echo "unknown step: $step" ;;
