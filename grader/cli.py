@@ -108,8 +108,9 @@ def grade(args: argparse.Namespace, console: Console, profile: bool = False) -> 
         # Kernels compiled here stay for the next grading of the same files (compile_cache.py); on
         # a GPU the assignments are graded side by side (overlap.py).
         # On a GPU, every grading of the machine takes turns to time through one lock (gpu_lock.py).
+        parallel = side_by_side(device, assignments)
         settings = Settings(device=device, progress=lambda text: status.update(text), cache=CACHE_ROOT,
-                            owner=str(args.submission.resolve()), parallel=side_by_side(device, assignments),
+                            owner=str(args.submission.resolve()), parallel=parallel, gradings=parallel,
                             gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None,
                             remove_later=True)  # fmt: skip
         result = grade_submission(args.submission.resolve(), assignments, settings)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.running import (compile_cache, gpu_lock, hidden_runs, holds, isolation, launchers, overlap, precompile,
-                            sandbox, shown_figures, submission_files)
+from grader.running import (compile_cache, cpu_share, gpu_lock, hidden_runs, holds, isolation, launchers, overlap,
+                            precompile, sandbox, shown_figures, submission_files)
 from grader.running.workdirs import Workdir
 from grader.running.tasks import Budget, Phases, failure, run_tasks
 from grader.assignment import cases, output_sizes
@@ -62,6 +62,9 @@ class Settings:
     # Each assignment's scratch folder removed on a thread while the results are written (workdirs.py):
     # `grade`'s, whose process waits for them before it ends; a batch's workers remove theirs at once.
     remove_later: bool = False
+    # How many gradings share this machine's cores at once, this one included: on the GPU tier, each
+    # of its processes runs that share of them (cpu_share.py).
+    gradings: int = 1
 
 
 class AssignmentGrading:
@@ -350,6 +353,8 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
             kept_file.close_under(grading.workdir)
             gpu_lock.note(f"{assignment.name} folder removed")
 
+    if settings.device == "cuda":
+        cpu_share.take(settings.gradings)
         grading.scratch.remove(later=settings.remove_later, then=removed)
 
 

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader.running import gpu_lock, isolation
+from grader.running import cpu_share, gpu_lock, isolation
 from grader.judging import verdicts as judging
 from grader.course import batch
 from grader import grading as grading_module
@@ -234,7 +234,7 @@ def test_workers_are_given_no_lock_of_their_own(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     shared = batch.worker_specs("cuda", 4)
     envs = [spec["options"]["env"] for spec in shared.values()]
-    assert envs == [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in ("0", "1", "0", "1")]
+    assert envs == [{"CUDA_VISIBLE_DEVICES": gpu, cpu_share.AT_ONCE: "4"} for gpu in ("0", "1", "0", "1")]
     monkeypatch.setenv(ENVIRONMENT, "/some/folder")
     assert GpuLock.for_this_gpu().gpu.parent == Path("/some/folder")
     monkeypatch.delenv(ENVIRONMENT)

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader.running import early_workers, overlap
+from grader.running import cpu_share, early_workers, overlap
 from grader.grading import Settings, grade_assignment
 from grader.assignment.loading import load_assignments
 from grader.assignment.spec import REPO_ROOT
@@ -61,6 +61,14 @@ def _imported_grading() -> bool:
     return {"torch", "triton", "grader.judging.verdicts", "grader.running.isolation"} <= set(sys.modules)
 
 
+def _threads_seen() -> tuple[str, int]:
+    import os
+
+    import torch
+
+    return os.environ.get("OMP_NUM_THREADS", ""), torch.get_num_threads()
+
+
 def _leave_a_mark_at_exit(mark: str, quickly: bool) -> None:
     """A worker's initializer: an exit handler of its own (as torch registers at its import), then
     early_workers' hook where `quickly`."""
@@ -100,6 +108,9 @@ def test_a_gpu_grade_starts_its_workers_as_the_command_begins_and_they_import_th
     assert pool is not None and early_workers.take(2) is None, "taken once"
     with pool:
         assert pool.submit(_imported_grading).result(timeout=300), "the initializer imported the grader"
+        # Its libraries loaded with the grading's share of the cores (cpu_share.py), not a thread per core.
+        share = cpu_share.threads(2)
+        assert pool.submit(_threads_seen).result(timeout=300) == (str(share), share)
     early_workers.start(["grade"], str(node))  # every assignment of the course: one worker each
     early_workers.close()
     assert early_workers.take(1) is None, "closed: none left to take"

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from grader.running import ctrl_c
+from grader.running import cpu_share, ctrl_c
 from grader.running import sandbox
 from grader.course import eta, intake, plan, salt, worker_start
 from grader.reporting import class_table, summary
@@ -89,7 +89,7 @@ def grade_task(assignment: Assignment, folder: str, device: str, salt: str, stud
     stays in the worker's cache for the student's files (compile_cache.py): a `--regrade` finds it."""
     started = time.monotonic()
     settings = Settings(device=device, salt=salt, gpu_lock=GpuLock.for_this_gpu() if device == "cuda" else None,
-                        cache=CACHE_ROOT, owner=student, sandbox=sandboxed)  # fmt: skip
+                        cache=CACHE_ROOT, owner=student, sandbox=sandboxed, gradings=cpu_share.gradings_here())  # fmt: skip
     tests, phases = grade_assignment(assignment, Path(folder), settings)
     environment = describe(device, salted=bool(salt), sandboxed=sandboxed, witness=settings.witness)
     environment["phases"] = f"{assignment.name}: {phases.line()}"
@@ -108,7 +108,9 @@ def worker_specs(device: str, workers: int | None) -> dict:
     take turns."""
     if device == "cuda":
         gpus = visible_gpus()
-        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} for i in range(workers or len(gpus))]
+        count = workers or len(gpus)
+        # Every worker of the cluster shares this host's cores: each grading's processes take their share (cpu_share.py).
+        envs = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)], cpu_share.AT_ONCE: str(count)} for i in range(count)]
     else:
         envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers or CPU_WORKERS)]
     # Each worker process ignores Ctrl-C (worker_start.py): the batch takes it and ends them.

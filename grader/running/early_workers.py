@@ -17,6 +17,8 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
+from grader.running import cpu_share
+
 DEVICE_NODE = "/dev/nvidiactl"  # present wherever NVIDIA's driver is loaded
 _pool: ProcessPoolExecutor | None = None
 _size = 0
@@ -33,7 +35,8 @@ def start(argv: list[str], device_node: str = DEVICE_NODE) -> None:
     size = at_once(_assignment_count(argv))
     if size < 2:
         return
-    _pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_import_grading)
+    _pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_import_grading,
+                                initargs=(cpu_share.threads(size),))  # fmt: skip
     _size = size
     for _ in range(size):  # a pool of spawned workers starts one more at each task that finds none idle
         _pool.submit(int)
@@ -80,9 +83,14 @@ def _assignment_count(argv: list[str]) -> int:
     return len(assignment_names())
 
 
-def _import_grading() -> None:
+def _import_grading(threads: int) -> None:
     """What a grading imports that takes the time: torch, Triton and the grader's judging and
-    children (not grader.grading itself, which imports this module)."""
+    children (not grader.grading itself, which imports this module); with `threads`, the
+    grading's share of the cores (cpu_share.py), as the CPU libraries' variables before they load.
+    Without them, each worker's numerical libraries started a pool of a thread per core as they
+    were imported: at a warm GPU grade's start on an H200's host, 68 threads were ready to run on
+    16 cores while the command imported torch (tools/load_sampler.py)."""
+    os.environ.update(cpu_share.variables(threads))
     import torch  # noqa: F401
     import triton  # noqa: F401
 

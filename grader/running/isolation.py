@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.messages import decoding, kept_file
-from grader.running import child_env, gpu_lock, memory_cgroup, sandbox, triton_key
+from grader.running import child_env, cpu_share, gpu_lock, memory_cgroup, sandbox, triton_key
 from grader.running.child_run import Capture, Channel, ChildRun
 # What grading.py and the tests name through this module: a child started ahead (spawned.py).
 from grader.running.spawned import (Spawned, _live_children, await_start, bind_kept, importing_after,  # noqa: F401
@@ -90,6 +90,8 @@ def child_environment(device: str, scratch: Path, compiled: Path | None = None,
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.update(cpu_share.child_threads())  # the grading's share of the cores, whatever the TA's shell says
     return env
 
 
