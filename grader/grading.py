@@ -111,9 +111,11 @@ class AssignmentGrading:
 
     def restore_caches(self) -> None:
         """The grading's compilers' cache started from what earlier gradings of these files kept
-        (`kept`): done while its correctness child imports torch, which reads that cache only once
-        the GPU is held for it (graded), as the timing child, held until then, does too: restored
-        before the children started, FlashAttention's 266 kernels held them back by 1.0 s on an H200."""
+        (`kept`): done while both children import torch. The correctness child reads that cache
+        only once the GPU is held for it (graded), the timing child only once it has its job, sent
+        after this (start_timer). Restored before the children started, FlashAttention's 266
+        kernels held them back by 1.0 s on an H200; before the timing child alone, by 1.4-1.8 s
+        its start, which then held the GPU shared while every other timed phase waited."""
         if self.kept is None:
             return
         try:
@@ -133,10 +135,11 @@ class AssignmentGrading:
         self.job.libraries = cuda_build.private_copies(builds, self.libraries)
         # After the builds: a child's sandbox binds the libraries they made.
         first = self.spawn_correctness(builds)
-        self.restore_caches()
-        timer = self.spawn_timer(builds, held=first is not None)
-        gpu_lock.note(f"{self.assignment.name} children started")
+        timer, benched = self.spawn_timer(builds, held=first is not None)
         try:
+            self.restore_caches()
+            self.start_timer(timer, benched)  # its job once the cache is whole: the child reads no cache before it
+            gpu_lock.note(f"{self.assignment.name} children started")
             if first is not None:  # the kernels it will launch, compiled in parallel (running/precompile.py)
                 precompile.ahead_of(self)
             tests = self.graded(builds, timer, first)
@@ -173,9 +176,11 @@ class AssignmentGrading:
             return None
         return isolation.spawn(self.job, self.workdir, self.view, holds.lock_of(self) is not None, self.compiled, "torch")
 
-    def spawn_timer(self, builds: dict[str, cuda_build.Build], held: bool = False) -> isolation.Spawned | None:
-        """The timing child, started now, on the GPU, where a part has benchmarks: it imports torch
-        and makes its harness ready, CUDA and the baselines' first calls included, while the correctness cases run
+    def spawn_timer(self, builds: dict[str, cuda_build.Build],
+                    held: bool = False) -> tuple[isolation.Spawned | None, list[Part]]:  # fmt: skip
+        """The timing child, started now, on the GPU, where a part has benchmarks, and the parts it
+        will time: it imports torch and, once it has its job (`start_timer`), makes its harness
+        ready, CUDA and the baselines' first calls included, while the correctness cases run
         (isolation.start_ahead), so a timed phase does not wait for its child's start (5-15 s on
         an H100). Its tasks follow: the benchmarks of the parts whose correctness passed. On a
         GPU shared with other workers, and `held`, it imports only once the correctness child has
@@ -185,16 +190,21 @@ class AssignmentGrading:
         benched = [part for part in self.assignment.parts
                    if part.benchmarks and not self.lacks_file(part) and not self.unbuilt(part, builds)]  # fmt: skip
         if self.device != "cuda" or not benched:
-            return None
+            return None, []
         shared = holds.lock_of(self) is not None
         timer = isolation.spawn(self.job, self.workdir, self.view, shared, self.compiled, "torch", timed=True,
                                 held=held)  # fmt: skip
+        return timer, benched
+
+    def start_timer(self, timer: isolation.Spawned | None, benched: list[Part]) -> None:
+        """The timing child's job, with every benchmark of `benched` as its tasks."""
+        if timer is None:
+            return
         # Sized (output_sizes.py: a file's read where the sizes are known on this machine, and what the
         # correctness cases' sizing would have done next where not): its kept outputs' file is made
         # as large as its benchmarks' right outputs now, so the child maps it while the GPU is shared.
         tasks = [self.task(part, "bench", i, case) for part in benched for i, case in enumerate(part.benchmarks)]
         isolation.start_ahead(timer, dataclasses.replace(self.job, tasks=tasks), holds.starting(self))
-        return timer
 
     def graded(self, builds: dict[str, cuda_build.Build], timer: isolation.Spawned | None,
                first: isolation.Spawned | None = None) -> list[TestResult]:  # fmt: skip
@@ -343,6 +353,8 @@ class AssignmentGrading:
 
 def grade_assignment(assignment: Assignment, submission: Path, settings: Settings) -> tuple[list[TestResult], Phases]:
     """The tests of one assignment, and where its time went."""
+    if settings.device == "cuda":
+        cpu_share.take(settings.gradings)
     grading = AssignmentGrading(assignment, submission, settings)
     try:
         return grading.run(), grading.phases
@@ -353,8 +365,6 @@ def grade_assignment(assignment: Assignment, submission: Path, settings: Setting
             kept_file.close_under(grading.workdir)
             gpu_lock.note(f"{assignment.name} folder removed")
 
-    if settings.device == "cuda":
-        cpu_share.take(settings.gradings)
         grading.scratch.remove(later=settings.remove_later, then=removed)
 
 
