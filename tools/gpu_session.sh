@@ -14,6 +14,7 @@
 #   steady-beside[-N]  tools/steady_grade.py beside: gelu + softmax graded again and again while flash_attention
 #                      grades from an empty cache (compilers at nice N: -0 shows what the default buys)
 #   cold-NAME          grade solutions/ for assignment NAME with an empty cache of its own (XDG_CACHE_HOME), timed
+#                      (STEADY_REPO: that checkout's; COLD_TAG=T: its files named cold-NAME-T)
 #   class-N            tools/class_grade.py: a class of N full copies of solutions/ graded by batch, 6 workers on
 #                      the GPU, stopped after 500 s; again in the next call (the class and its gradebook stay under
 #                      class-grade/ while the machine is warm) until it says done; its summary as $OUT/class.json
@@ -63,7 +64,7 @@ fi
 if ! command -v bwrap >/dev/null && [ -n "${BWRAP_DEB:-}" ]; then
   dpkg -x "$BWRAP_DEB" /tmp/bubblewrap && export PATH="/tmp/bubblewrap/usr/bin:$PATH"
 fi
-PY=.venv/bin/python
+PY=$PWD/.venv/bin/python
 $PY -c "from grader.running import sandbox, stack; print('sandbox:', sandbox.probe()); print('stack differs:', stack.differences('cuda'))"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 n=0
@@ -94,12 +95,14 @@ for step in "$@"; do
     steady-beside*) nice=${step#steady-beside}
                 $PY tools/steady_grade.py beside --cold flash_attention --assignment gelu --assignment softmax \
                   ${nice:+--niceness ${nice#-}} --report "$OUT" 2>&1 | tee -a "$OUT/steady.log" ;;
-    cold-*) cache=$(mktemp -d) && start=$(date +%s.%N)
-            XDG_CACHE_HOME="$cache" $PY -m grader grade --submission solutions --assignment "${step#cold-}" --device cuda \
-              --json "$OUT/${step}.json" --html "$OUT/${step}.html" 2>&1 | tail -n 30
+    cold-*) cache=$(mktemp -d) && start=$(date +%s.%N) && out=$(realpath "$OUT") && name=$step${COLD_TAG:+-$COLD_TAG}
+            # STEADY_REPO=another checkout: its grader grades its solutions/ (as steady-alone's does)
+            (cd "${STEADY_REPO:-.}" && XDG_CACHE_HOME="$cache" $PY -m grader grade --submission solutions \
+              --assignment "${step#cold-}" --device cuda --json "$out/$name.json" --html "$out/$name.html") 2>&1 |
+              tail -n 30
             $PY -c "import json, sys, time; print(json.dumps({'seconds': time.time() - float(sys.argv[1])}))" "$start" \
-              > "$OUT/${step}.wall.json"
-            echo "$step: $(cat "$OUT/${step}.wall.json") of wall time"; rm -rf "$cache" ;;
+              > "$OUT/$name.wall.json"
+            echo "$name: $(cat "$OUT/$name.wall.json") of wall time"; rm -rf "$cache" ;;
     class-bg-*) if [ ! -e class-grade/started ]; then
                   mkdir -p class-grade && touch class-grade/started
                   GRADER_GPU_LOCK_LOG="$PWD/class-grade/holds.log" setsid bash -c "$PY tools/class_grade.py run \
