@@ -5,7 +5,7 @@ and convert them (cases.case_inputs), its judging process draws them again. torc
 a pool of one OpenMP thread per core for that work. Graded side by side (overlap.py, a batch's
 workers), six gradings' processes each brought a pool of 16 to an H200 host's 16 cores: up to 76
 threads were ready to run at once, and each correctness child took 1.6 to 2.3 times as long as
-with one thread each (matmul 6.0 s against 3.6 s; `solutions/` warm, 2026-12-04, tools/load_sampler.py).
+with one thread each (the slowest 6.0 s against 3.6 s; `solutions/` warm, 2026-12-04, tools/load_sampler.py).
 Timings moved by no more than they do between two gradings alike: the timed code runs on the GPU.
 
 So each process of a GPU grading runs `threads(gradings)`: the cores split evenly over the
