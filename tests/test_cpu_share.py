@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -68,8 +67,8 @@ def test_a_batchs_gpu_workers_know_how_many_share_the_host(monkeypatch):
 @requires_gpu
 @pytest.mark.gpu
 def test_student_code_on_the_gpu_sees_its_gradings_share(repo, tmp_path, own_threads):
-    """A real GPU grading, side by side with as many as the cores hold: the student's call reports
-    torch's thread count in the child as its error, which the verdict shows."""
+    """A real GPU grading told that more gradings share the host than it has cores: the student's
+    call reports torch's thread count in the child as its error, which the verdict shows."""
     folder = tmp_path / "vector_add"
     folder.mkdir()
     (folder / "vector_add.py").write_text(
