@@ -79,7 +79,7 @@ def test_each_new_key_times_every_config_on_brief_budgets_and_keeps_the_fastest(
 
 def test_a_benchmarker_given_to_the_decorator_is_replaced_by_the_brief_one_too():
     """The student's benchmarker picks the timing child's config; here it would cost its own budgets
-    (the reference matrix product's, CUDA graphs replayed ten times over 100 ms: a second a config)."""
+    (one that replays CUDA graphs ten times over 100 ms: a second a config)."""
     result = run("""
         correctness_autotune.install()
         mine = []

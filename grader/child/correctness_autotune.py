@@ -18,8 +18,8 @@ not compile or does not fit is skipped, as Triton skips it), but with BRIEF budg
 repetitions. So does an autotuner given a benchmarker of the student's (`do_bench=`, or the
 deprecated `use_cuda_graph`): its pick here is as noise-bound as any other, and the timing child
 picks with the student's benchmarker. Kept, that benchmarker was most of the reference matrix
-product's cold correctness run on an H200 (37.2 s of it, warm 6.3 s): `do_bench_cudagraph` with
-100 ms of repetitions replays each config's graph ten times, a second a config at every new key.
+product's cold correctness run on an H200 (37.2 s of it, warm 6.3 s): its `do_bench_cudagraph` then
+replayed each config's graph ten times over 100 ms, a second a config at every new key.
 `triton.testing.do_bench` called by student code itself is still Triton's.
 
 Installed in the child before any student code runs (main.py), only where no benchmark is timed.
