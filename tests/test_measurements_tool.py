@@ -162,3 +162,29 @@ def test_the_clock_ramps_figures_become_the_table(tmp_path):
     assert record["measured"]["machine"] == "NVIDIA H200" and record["measured"]["torch"] == "2.11.0+cu130"
     assert record["rows"] == [["0.3 s", "2.000 / 1.875 / 1.875", "1.875 ms", "62 ms", "1.876 ms (+0.1%)"]]
     assert clock_ramp.settled_at([(0.0, 2.0), (1.0, 1.95), (2.0, 1.89), (3.0, 1.875)]) == 1.0, "1.95 is 4% off, 1.89 within 2%"
+
+
+def test_a_cpu_tier_grading_of_a_tree_becomes_a_row_of_its_table(tmp_path):
+    """tools/cpu_tier.py grades a tree's own solutions/ with that tree's grader, from an empty cache,
+    and measurements.py's cpu-tier table reads what it left: wall time, points, each assignment's
+    phases summed, the load when it began."""
+    import shutil
+
+    import cpu_tier
+
+    tree = tmp_path / "tree"
+    shutil.copytree(REPO_ROOT / "grader", tree / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("assignments", "solutions"):
+        shutil.copytree(REPO_ROOT / folder / "vector_add", tree / folder / "vector_add")
+    out = tmp_path / "old-1"
+    seconds = cpu_tier.grade(tree, out)
+    wall = json.loads((out / "wall.json").read_text())
+    assert wall == {"seconds": seconds, "exit": 0}, (out / "grade.log").read_text()
+    results = json.loads((out / "results.json").read_text())
+    assert results["extra_data"]["device"] == "cpu" and results["score"] > 0
+    record = measurements.cpu_tier([f"old={out / 'results.json'}"])
+    assert record["columns"] == ["grading", "wall time", "points", "vector_add", "load"]
+    [row] = record["rows"]
+    assert row[:3] == ["old", f"{seconds:.1f} s", f"{results['score']:g}"]
+    assert 0 < float(row[3].removesuffix(" s")) <= seconds, "its phases are within its wall time"
+    assert float(row[4]) >= 0

@@ -16,6 +16,7 @@ and the page is rendered again: the table is replaced, nothing is appended. Hist
     .venv/bin/python tools/measurements.py corpus corpus-results --machine GPU --gpu-torch VERSION
     .venv/bin/python tools/measurements.py steady-grade steady.json alone-1/results.json [--note TEXT]
     .venv/bin/python tools/measurements.py phases cold=alone-1/results.json warm=alone-2/results.json ...
+    .venv/bin/python tools/measurements.py cpu-tier OLD=cpu-tier/OLD-1/results.json NEW=cpu-tier/NEW-1/results.json ...
     .venv/bin/python tools/measurements.py service-pages pages.json --condition idle
     .venv/bin/python tools/measurements.py clock-ramp clock-ramp.json        # tools/clock_ramp.py's
     .venv/bin/python tools/measurements.py suite --condition idle [--busy] [--without-bwrap] [--home DIR]
@@ -380,6 +381,34 @@ def phases(gradings: list[str], driver: str | None, note: str | None = None) -> 
             "rows": rows, **({"notes": note} if note else {})}  # fmt: skip
 
 
+def cpu_tier(gradings: list[str], note: str | None = None) -> dict:
+    """tools/cpu_tier.py's gradings: LABEL=results.json pairs, each with its wall.json and began.json
+    beside it; per assignment, the seconds of all its phases."""
+    rows, first, names = [], None, []
+    for given in gradings:
+        label, _, path = str(given).partition("=")
+        results = json.loads(Path(path).read_text())
+        first = first or results
+        wall = json.loads(Path(path).with_name("wall.json").read_text())
+        began = json.loads(Path(path).with_name("began.json").read_text())
+        found = phases_of(results.get("extra_data", {}).get("phases", ""))
+        names = names or sorted(found)
+        rows.append([label, f"{wall['seconds']:.1f} s", f"{results['score']:g}",
+                     *(f"{sum(found[n][0].values()):.1f} s" if n in found else "-" for n in names),
+                     f"{began['load']:.1f}"])  # fmt: skip
+    measured = provenance(first or {}, "-")
+    measured["machine"] = f"{os.cpu_count()}-core CPU machine (no GPU)"
+    return {"name": "cpu-tier", "order": 24, "title": "`solutions/` on the CPU tier, against an earlier grader",
+            "about": "`solutions/`, every assignment, graded cold on the CPU tier (`grade --device cpu`, an empty "
+                     "HOME and cache each time) by each commit's own tree, the two commits alternately "
+                     "(`tools/cpu_tier.py`). Seconds per assignment are the sum of its phases (results.json's "
+                     "`phases`); the load average when the grading began in the last column. Re-measure: "
+                     "`tools/cpu_tier.py --against COMMIT`, then `tools/measurements.py cpu-tier "
+                     "LABEL=cpu-tier/LABEL-1/results.json ...`.",
+            "measured": measured, "columns": ["grading", "wall time", "points", *names, "load"], "rows": rows,
+            **({"notes": note} if note else {})}  # fmt: skip
+
+
 def class_grade(figures_path: Path, results_path: Path | None, driver: str | None, note: str | None = None) -> dict:
     """tools/class_grade.py's summary: a class of full submissions graded on one GPU. The machine is
     the one its grades name, or a results.json's where the summary is older than that."""
@@ -540,7 +569,7 @@ def suite_record(row: list) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("render", "check", "solutions-speed", "warm-parity", "batch-parity",
-                                         "report-speed", "suite", "profile", "corpus", "steady-grade", "phases", "service-pages",
+                                         "report-speed", "suite", "profile", "corpus", "steady-grade", "phases", "cpu-tier", "service-pages",
                                          "class-grade", "service-load", "kept-transport", "clock-ramp"))  # fmt: skip
     parser.add_argument("inputs", nargs="*", type=Path)
     parser.add_argument("--driver", help="the GPU driver's version, where nvidia-smi is not at hand")
@@ -551,7 +580,7 @@ def main() -> int:
     parser.add_argument("--machine", help="corpus: the GPU (and CPU) the verdicts were measured on")
     parser.add_argument("--gpu-torch", help="corpus: the GPU tier's torch (its verdict files carry no versions)")
     parser.add_argument("--commit", help="the commit measured, where it is not HEAD")
-    parser.add_argument("--note", help="steady-grade, phases, service-pages, service-load: what the table does not show (a run cut short, an earlier figure)")
+    parser.add_argument("--note", help="steady-grade, phases, cpu-tier, service-pages, service-load: what the table does not show (a run cut short, an earlier figure)")
     parser.add_argument("--home", type=Path, help="suite: this HOME instead of an empty one (caches kept between runs)")
     args = parser.parse_args()
     if args.what == "check":
@@ -570,6 +599,7 @@ def main() -> int:
         "class-grade": lambda: class_grade(args.inputs[0], args.inputs[1] if len(args.inputs) > 1 else None, args.driver,
                                            args.note),
         "phases": lambda: phases([str(i) for i in args.inputs], args.driver, args.note),
+        "cpu-tier": lambda: cpu_tier([str(i) for i in args.inputs], args.note),
         "service-pages": lambda: service_pages(args.inputs[0], args.condition or "idle", args.note),
         "service-load": lambda: service_load(args.inputs[0], args.inputs[1], args.driver, args.note),
         "kept-transport": lambda: kept_transport(args.inputs[0], args.driver),
