@@ -24,6 +24,14 @@ from grader.assignment.spec import REPO_ROOT
 START = [sys.executable, "-m", "grader", "--help"]  # the packages' load, and nothing after it
 
 
+def _as_a_terminal_starts_it() -> None:
+    """In the grader's process before it starts: SIGINT at its default and unblocked, as a shell's
+    foreground command gets it. A suite run as a background job (`make test &`) hands its children
+    SIGINT ignored, and the grader rightly leaves an ignored Ctrl-C ignored (running/ctrl_c.py)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _start_takes() -> float:
     """The least of two whole `--help` runs: the grader's start."""
     took = []
@@ -44,7 +52,8 @@ def test_a_ctrl_c_anywhere_in_the_start_stops_the_grader(tmp_path):
         results = tmp_path / f"results-{step}.json"
         command = [sys.executable, "-m", "grader", "grade", "--submission", str(REPO_ROOT / "starter"), "--assignment",
                    "vector_add", "--device", "cpu", "--json", str(results), "--html", str(tmp_path / "report.html")]  # fmt: skip
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   preexec_fn=_as_a_terminal_starts_it)
         time.sleep(at)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=max(120.0, 10 * whole))
@@ -75,7 +84,8 @@ def test_a_ctrl_c_in_a_batch_says_what_is_kept_and_the_workers_say_nothing(tmp_p
     command += no_sandbox_where_none()
     log = tmp_path / "batch.log"
     with open(log, "w") as sink:
-        batch = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        batch = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=_as_a_terminal_starts_it)
         began = time.monotonic()
         while _rows(out / "gradebook.sqlite") == 0:
             assert batch.poll() is None and time.monotonic() - began < 300, "no grade recorded"
