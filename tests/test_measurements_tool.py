@@ -1,10 +1,12 @@
 """tools/measurements.py's reading of what a grading leaves: the phases table (issue 52's per-phase
 figures) from a real grading's results.json, with the precompile pass's note in it; and
-tools/class_grade.py's class, graded over several commands."""
+tools/class_grade.py's class, graded over several commands; and tools/cpu_tier.py's cold grading
+of a commit's own tree, read into the CPU tier's table."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -17,6 +19,7 @@ from grader.running.orphans import children
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import clock_ramp  # noqa: E402
+import cpu_tier  # noqa: E402
 import hold_timeline  # noqa: E402
 import measurements  # noqa: E402
 import spy_summary  # noqa: E402
@@ -168,10 +171,6 @@ def test_a_cpu_tier_grading_of_a_tree_becomes_a_row_of_its_table(tmp_path):
     """tools/cpu_tier.py grades a tree's own solutions/ with that tree's grader, from an empty cache,
     and measurements.py's cpu-tier table reads what it left: wall time, points, each assignment's
     phases summed, the load when it began."""
-    import shutil
-
-    import cpu_tier
-
     tree = tmp_path / "tree"
     shutil.copytree(REPO_ROOT / "grader", tree / "grader", ignore=shutil.ignore_patterns("__pycache__"))
     for folder in ("assignments", "solutions"):
